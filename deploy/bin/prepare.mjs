@@ -1,0 +1,123 @@
+// Install + build + Go binaries: what `npm start`, `npm test` and CI do before anything else.
+// Plain JavaScript on purpose: it runs before anything is built.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const repoRoot = path.resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
+
+const say = (message) => process.stderr.write(`[prepare] ${message}\n`);
+
+/** Runs a command with inherited stdio; resolves to its exit code (never rejects on a non-zero exit). */
+export function run(command, args, { cwd = repoRoot, env = process.env } = {}) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { cwd, env, stdio: 'inherit' });
+    child.once('error', (error) =>
+      reject(error.code === 'ENOENT' ? new Error(`\`${command}\` is not on PATH`) : error),
+    );
+    child.once('close', (code, signal) => resolve(code ?? (signal ? 128 : 1)));
+  });
+}
+
+async function mustRun(command, args, opts) {
+  const code = await run(command, args, opts);
+  if (code !== 0) throw new Error(`\`${[command, ...args].join(' ')}\` failed with exit code ${code}`);
+}
+
+function mtime(file) {
+  try {
+    return fs.statSync(file).mtimeMs;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Why `npm ci` is needed, or undefined when node_modules is current. */
+export function installReason(root = repoRoot) {
+  if (!fs.existsSync(path.join(root, 'node_modules'))) return 'node_modules is missing';
+  const installed = mtime(path.join(root, 'node_modules', '.package-lock.json'));
+  if (installed === undefined) return 'node_modules/.package-lock.json is missing';
+  const lock = mtime(path.join(root, 'package-lock.json'));
+  if (lock !== undefined && lock > installed) return 'package-lock.json is newer than node_modules';
+  return undefined;
+}
+
+export async function install(root = repoRoot) {
+  const reason = installReason(root);
+  if (!reason) return;
+  say(`npm ci (${reason})`);
+  if ((await run('npm', ['ci', '--no-audit', '--no-fund'], { cwd: root })) === 0) return;
+  // npm ci also refuses a lockfile that lacks optional platform packages (rollup's) which the
+  // registry here does not carry, although they are never installed on this platform.
+  // npm install resolves the same tree from the same lockfile and does not need them.
+  say('npm ci failed; trying npm install with the same lockfile');
+  await mustRun('npm', ['install', '--no-audit', '--no-fund'], { cwd: root });
+}
+
+/**
+ * `tsc -b`: incremental, so a second run is fast. Builds the root tsconfig.json
+ * when there is one; otherwise every workspace that has a tsconfig.json.
+ */
+export async function buildCommand(root = repoRoot) {
+  const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc');
+  if (fs.existsSync(path.join(root, 'tsconfig.json'))) return [process.execPath, [tsc, '-b']];
+  const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
+  const projects = (pkg.workspaces ?? []).filter((w) => fs.existsSync(path.join(root, w, 'tsconfig.json')));
+  return [process.execPath, [tsc, '-b', ...projects]];
+}
+
+export async function build(root = repoRoot) {
+  const [command, args] = await buildCommand(root);
+  say(`tsc ${args.slice(1).join(' ')}`);
+  await mustRun(command, args, { cwd: root });
+}
+
+export async function binaries(root = repoRoot, { buildDeploy = true } = {}) {
+  // The Go build steps live in deploy's TypeScript; with --binaries-only nothing else is built yet.
+  if (buildDeploy) {
+    const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc');
+    await mustRun(process.execPath, [tsc, '-b', 'deploy'], { cwd: root });
+  }
+  const entry = path.join(root, 'deploy', 'dist', 'binaries.js');
+  const { ensureBinaries } = await import(new URL(`file://${entry}`).href);
+  return ensureBinaries({ log: (m) => say(m) });
+}
+
+function checkNode() {
+  const [major, minor] = process.versions.node.split('.').map(Number);
+  if (major < 20 || (major === 20 && minor < 19)) {
+    throw new Error(`Node ${process.versions.node} is too old: mailfleet needs Node >= 20.19 (see .nvmrc)`);
+  }
+}
+
+/** Everything a fresh clone needs before the platform or the tests can run. */
+export async function prepare({ root = repoRoot, skipInstall = false, skipBuild = false, skipBinaries = false } = {}) {
+  checkNode();
+  if (!skipInstall) await install(root);
+  if (!skipBuild) await build(root);
+  if (!skipBinaries) await binaries(root, { buildDeploy: skipBuild });
+}
+
+// `node deploy/bin/prepare.mjs [--binaries-only | --skip-install | --skip-build | --skip-binaries]` (CI).
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const args = new Set(process.argv.slice(2));
+  const known = ['--binaries-only', '--skip-install', '--skip-build', '--skip-binaries'];
+  const unknown = [...args].filter((a) => !known.includes(a));
+  if (unknown.length > 0) {
+    process.stderr.write(`[prepare] unknown option(s) ${unknown.join(' ')}; known: ${known.join(' ')}\n`);
+    process.exit(2);
+  }
+  const only = args.has('--binaries-only');
+  prepare({
+    skipInstall: only || args.has('--skip-install'),
+    skipBuild: only || args.has('--skip-build'),
+    skipBinaries: args.has('--skip-binaries'),
+  }).then(
+    () => say('done'),
+    (error) => {
+      process.stderr.write(`[prepare] ${error.message}\n`);
+      process.exit(1);
+    },
+  );
+}

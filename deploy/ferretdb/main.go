@@ -1,0 +1,104 @@
+// Command ferretdb-launcher runs FerretDB v1 with SQLite storage through its
+// embeddable package. `go install .../cmd/ferretdb` panics at start without the
+// release files under build/version, which the embeddable package does not need.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/FerretDB/FerretDB/ferretdb"
+)
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:27017", "TCP address to listen on")
+	dataDir := flag.String("data", ".data/ferretdb", "directory for SQLite files")
+	logLevel := flag.String("log-level", "warn", "debug, info, warn or error")
+	flag.Parse()
+
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(os.Stderr, "bad -log-level: %v\n", err)
+		os.Exit(2)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	abs, err := filepath.Abs(*dataDir)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "data dir: %v\n", err)
+		os.Exit(1)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		fmt.Fprintf(os.Stderr, "data dir: %v\n", err)
+		os.Exit(1)
+	}
+
+	// FerretDB itself listens on a private loopback port; the proxy (see
+	// proxy.go) owns the public address and serialises writes per database.
+	public, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "listen %s: %v\n", *listen, err)
+		os.Exit(1)
+	}
+	backendAddr, err := freeLoopbackAddr()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "backend port: %v\n", err)
+		os.Exit(1)
+	}
+
+	f, err := ferretdb.New(&ferretdb.Config{
+		Listener:  ferretdb.ListenerConfig{TCP: backendAddr},
+		Handler:   "sqlite",
+		SQLiteURL: "file:" + abs + "/",
+		Logger:    logger,
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ferretdb: %v\n", err)
+		os.Exit(1)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = f.Run(ctx)
+	}()
+	// Wait until FerretDB accepts connections before announcing readiness.
+	for i := 0; ; i++ {
+		c, err := net.DialTimeout("tcp", backendAddr, time.Second)
+		if err == nil {
+			_ = c.Close()
+			break
+		}
+		if i > 200 {
+			fmt.Fprintf(os.Stderr, "ferretdb did not start listening on %s\n", backendAddr)
+			os.Exit(1)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	go serveProxy(public, backendAddr, logger)
+	// Printed once both listeners are bound so a parent process can wait for it.
+	fmt.Fprintf(os.Stdout, "ferretdb listening on mongodb://%s/\n", public.Addr().String())
+	<-done
+	_ = public.Close()
+}
+
+// freeLoopbackAddr picks a free loopback port for FerretDB's own listener.
+func freeLoopbackAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}

@@ -1,0 +1,181 @@
+package main
+
+// FerretDB v1 applies an update as a read, a change in memory and a write
+// back, without a lock around the three. Two concurrent writes to one
+// document therefore lose one another's changes (measured here: 12 concurrent
+// $inc on one counter left 3; a $pull racing a $set+$push dropped the pushed
+// element). MongoDB makes every single-document write atomic, and mailfleet
+// relies on that (counters, the outbox). This proxy restores the guarantee
+// for the embedded server: it sits in front of FerretDB and lets one write
+// command per database run at a time. Reads pass through concurrently.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+
+	"go.mongodb.org/mongo-driver/x/bsonx/bsoncore"
+)
+
+const (
+	opMsg          = 2013
+	maxMessage     = 48 * 1024 * 1024
+	flagMoreToCome = 1 << 1
+)
+
+// readCommands never change data; everything else is serialised per database.
+var readCommands = map[string]bool{
+	"find": true, "getMore": true, "aggregate": true, "count": true, "distinct": true,
+	"listCollections": true, "listIndexes": true, "listDatabases": true, "hello": true,
+	"isMaster": true, "ismaster": true, "ping": true, "buildInfo": true, "buildinfo": true,
+	"getParameter": true, "saslStart": true, "saslContinue": true, "endSessions": true,
+	"killCursors": true, "dbStats": true, "collStats": true, "serverStatus": true,
+	"connectionStatus": true, "getLog": true, "hostInfo": true, "whatsmyuri": true,
+	"getCmdLineOpts": true, "explain": true, "dataSize": true, "validate": true,
+}
+
+type writeLocks struct {
+	mu    sync.Mutex
+	perDB map[string]*sync.Mutex
+}
+
+func (w *writeLocks) forDB(db string) *sync.Mutex {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m, ok := w.perDB[db]
+	if !ok {
+		m = &sync.Mutex{}
+		w.perDB[db] = m
+	}
+	return m
+}
+
+func readMessage(r io.Reader) ([]byte, error) {
+	var header [4]byte
+	if _, err := io.ReadFull(r, header[:]); err != nil {
+		return nil, err
+	}
+	length := int(binary.LittleEndian.Uint32(header[:]))
+	if length < 16 || length > maxMessage {
+		return nil, fmt.Errorf("bad message length %d", length)
+	}
+	msg := make([]byte, length)
+	copy(msg, header[:])
+	if _, err := io.ReadFull(r, msg[4:]); err != nil {
+		return nil, err
+	}
+	return msg, nil
+}
+
+// classify returns the database a write command targets, or "" for reads and
+// anything it cannot parse (which then runs unserialised, as before).
+func classify(msg []byte) (db string, moreToCome bool) {
+	if binary.LittleEndian.Uint32(msg[12:16]) != opMsg || len(msg) < 21 {
+		return "", false
+	}
+	flags := binary.LittleEndian.Uint32(msg[16:20])
+	moreToCome = flags&flagMoreToCome != 0
+	pos := 20
+	for pos < len(msg) {
+		kind := msg[pos]
+		pos++
+		if kind == 0 {
+			doc, _, ok := bsoncore.ReadDocument(msg[pos:])
+			if !ok {
+				return "", moreToCome
+			}
+			elems, err := doc.Elements()
+			if err != nil || len(elems) == 0 {
+				return "", moreToCome
+			}
+			if readCommands[elems[0].Key()] {
+				return "", moreToCome
+			}
+			if v, err := doc.LookupErr("$db"); err == nil {
+				if s, ok := v.StringValueOK(); ok {
+					return s, moreToCome
+				}
+			}
+			return "", moreToCome
+		}
+		// Kind 1: a document sequence, int32 size then identifier and documents.
+		if pos+4 > len(msg) {
+			return "", moreToCome
+		}
+		size := int(binary.LittleEndian.Uint32(msg[pos : pos+4]))
+		pos += size
+	}
+	return "", moreToCome
+}
+
+func serveProxy(listen net.Listener, backend string, logger *slog.Logger) {
+	locks := &writeLocks{perDB: map[string]*sync.Mutex{}}
+	for {
+		client, err := listen.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			logger.Warn("accept failed", "err", err)
+			continue
+		}
+		go proxyConn(client, backend, locks, logger)
+	}
+}
+
+func proxyConn(client net.Conn, backend string, locks *writeLocks, logger *slog.Logger) {
+	defer client.Close()
+	server, err := net.Dial("tcp", backend)
+	if err != nil {
+		logger.Warn("backend dial failed", "err", err)
+		return
+	}
+	defer server.Close()
+	for {
+		req, err := readMessage(client)
+		if err != nil {
+			return
+		}
+		db, moreToCome := classify(req)
+		var m *sync.Mutex
+		if db != "" {
+			m = locks.forDB(db)
+			m.Lock()
+		}
+		err = roundTrip(client, server, req, moreToCome)
+		if m != nil {
+			m.Unlock()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// roundTrip forwards one request and relays its replies (several while the
+// server sets moreToCome, none when the client did).
+func roundTrip(client, server net.Conn, req []byte, clientMoreToCome bool) error {
+	if _, err := server.Write(req); err != nil {
+		return err
+	}
+	if clientMoreToCome {
+		return nil
+	}
+	for {
+		reply, err := readMessage(server)
+		if err != nil {
+			return err
+		}
+		if _, err := client.Write(reply); err != nil {
+			return err
+		}
+		if binary.LittleEndian.Uint32(reply[12:16]) != opMsg || len(reply) < 20 ||
+			binary.LittleEndian.Uint32(reply[16:20])&flagMoreToCome == 0 {
+			return nil
+		}
+	}
+}

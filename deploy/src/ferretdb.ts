@@ -1,0 +1,105 @@
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import { assertBinary, resolveBinaries } from './binaries.js';
+import type { LogSink } from './logs.js';
+import { canConnect, findFreePort, LOOPBACK, pollUntil } from './net.js';
+import { describeExit, ManagedProcess } from './process.js';
+
+export interface StartFerretDbOptions {
+  /** 0 picks a free port (kept across restarts). Default 27017. */
+  port?: number;
+  /** SQLite files go under `<dataDir>/ferretdb`. */
+  dataDir: string;
+  binDir?: string;
+  /** The launcher binary; default FERRETDB_BIN or `<binDir>/ferretdb-launcher`. */
+  bin?: string;
+  /** FerretDB's own log level (debug, info, warn, error). Default warn. */
+  logLevel?: string;
+  log?: LogSink;
+  name?: string;
+  readyTimeoutMs?: number;
+  stopTimeoutMs?: number;
+}
+
+export interface FerretDbServer {
+  /** `mongodb://127.0.0.1:PORT/` */
+  readonly url: string;
+  readonly port: number;
+  readonly dataDir: string;
+  readonly process: ManagedProcess;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  kill(signal?: NodeJS.Signals): Promise<void>;
+  restart(): Promise<void>;
+}
+
+/** FerretDB v1 on SQLite through deploy/ferretdb's launcher, bound to loopback. */
+export async function startFerretDb(opts: StartFerretDbOptions): Promise<FerretDbServer> {
+  const name = opts.name ?? 'ferretdb';
+  const bin = opts.bin ?? resolveBinaries(opts.binDir === undefined ? {} : { binDir: opts.binDir }).ferretdb;
+  assertBinary(bin, 'ferretdb-launcher');
+  const port = opts.port === undefined ? 27017 : opts.port === 0 ? await findFreePort() : opts.port;
+  const dataDir = path.join(path.resolve(opts.dataDir), 'ferretdb');
+  await fsp.mkdir(dataDir, { recursive: true });
+  const readyTimeoutMs = opts.readyTimeoutMs ?? 30_000;
+
+  let proc: ManagedProcess | undefined;
+  const launch = async (): Promise<ManagedProcess> => {
+    const p = new ManagedProcess({
+      name,
+      command: bin,
+      args: ['-listen', `${LOOPBACK}:${port}`, '-data', dataDir, '-log-level', opts.logLevel ?? 'warn'],
+      env: process.env,
+      ...(opts.log ? { log: opts.log } : {}),
+      ...(opts.stopTimeoutMs !== undefined ? { stopTimeoutMs: opts.stopTimeoutMs } : {}),
+    });
+    let announced = false;
+    p.onLine((line) => {
+      if (line.includes('ferretdb listening on')) announced = true;
+    });
+    p.start();
+    try {
+      // The launcher prints its line as the listener starts; a TCP connect proves it is bound.
+      await pollUntil(`${name} on 127.0.0.1:${port}`, async () => announced && (await canConnect(port)), {
+        timeoutMs: readyTimeoutMs,
+        abortReason: () => {
+          const exit = p.lastExit;
+          return exit ? new Error(describeExit(exit, p.tail())) : undefined;
+        },
+      });
+    } catch (error) {
+      await p.stop(2000);
+      throw error;
+    }
+    return p;
+  };
+
+  proc = await launch();
+  const server: FerretDbServer = {
+    url: `mongodb://${LOOPBACK}:${port}/`,
+    port,
+    dataDir,
+    get process() {
+      if (!proc) throw new Error('ferretdb is not started');
+      return proc;
+    },
+    async start() {
+      if (proc?.running) return;
+      proc = await launch();
+    },
+    async stop() {
+      await proc?.stop();
+    },
+    async kill(signal: NodeJS.Signals = 'SIGKILL') {
+      if (!proc?.running) return;
+      const exited = proc.exited();
+      proc.kill(signal);
+      await exited;
+    },
+    async restart() {
+      await server.stop();
+      await server.start();
+    },
+  };
+  return server;
+}

@@ -1,0 +1,34 @@
+import { address, bool, int, loadConfig, oneOf, port, str, type ConfigOf, type Env } from '@mailfleet/kit';
+
+export function gatewayConfigSpec() {
+  return {
+    port: port('PORT', 3000),
+    host: str('HOST', '127.0.0.1'),
+    metricsPort: port('METRICS_PORT', 9100),
+    logLevel: oneOf('LOG_LEVEL', ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const, 'info'),
+    environment: str('NODE_ENV', 'development'),
+    /** Deadline of each upstream call. */
+    upstreamDeadlineMs: int('UPSTREAM_DEADLINE_MS', 5_000, 100),
+    shutdownTimeoutMs: int('SHUTDOWN_TIMEOUT_MS', 25_000, 1_000),
+    natsUrl: str('NATS_URL', 'nats://127.0.0.1:4222'),
+    /** How long a resolved API key is trusted before auth is asked again (revocations clear it at once). */
+    authCacheTtlMs: int('AUTH_CACHE_TTL_MS', 30_000, 0),
+    /** How often coalesced key last-use times are sent to auth. */
+    keyTouchIntervalMs: int('KEY_TOUCH_INTERVAL_MS', 10_000, 100),
+    /** Trust X-Forwarded-* from the ingress in front of the gateway. */
+    trustProxy: bool('TRUST_PROXY', false),
+    authAddr: address('AUTH_GRPC_ADDR', '127.0.0.1:50051'),
+    domainsAddr: address('DOMAINS_GRPC_ADDR', '127.0.0.1:50052'),
+    contactsAddr: address('CONTACTS_GRPC_ADDR', '127.0.0.1:50053'),
+    emailsAddr: address('EMAILS_GRPC_ADDR', '127.0.0.1:50054'),
+    campaignsAddr: address('CAMPAIGNS_GRPC_ADDR', '127.0.0.1:50055'),
+    suppressionsAddr: address('SUPPRESSIONS_GRPC_ADDR', '127.0.0.1:50056'),
+    webhooksAddr: address('WEBHOOKS_GRPC_ADDR', '127.0.0.1:50057'),
+    analyticsAddr: address('ANALYTICS_GRPC_ADDR', '127.0.0.1:50058'),
+  };
+}
+export type GatewayConfig = ConfigOf<ReturnType<typeof gatewayConfigSpec>>;
+
+export function loadGatewayConfig(env: Env): GatewayConfig {
+  return loadConfig(gatewayConfigSpec(), env);
+}

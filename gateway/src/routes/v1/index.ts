@@ -1,0 +1,16 @@
+import type { FastifyInstance } from 'fastify';
+import type { Upstreams } from '../../clients/upstreams.js';
+import { apiKeysRoutes } from './api-keys/api-keys.routes.js';
+import { settingsRoutes } from './settings/settings.routes.js';
+import { teamsRoutes } from './teams/teams.routes.js';
+
+export interface V1Deps {
+  readonly upstreams: Upstreams;
+  /** A key deleted through this replica leaves its cache at once (others hear key.revoked). */
+  readonly onKeyDeleted: (keyId: string) => void;
+}
+
+/** Every /v1 area, mounted by app.ts under /v1 and /api/v1. */
+export function v1Areas(deps: V1Deps): ((app: FastifyInstance) => Promise<void>)[] {
+  return [apiKeysRoutes(deps), teamsRoutes(deps), settingsRoutes(deps)];
+}

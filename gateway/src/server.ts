@@ -1,0 +1,66 @@
+import { readFileSync } from 'node:fs';
+import {
+  ConfigError, connectNats, createLifecycle, createLogger, createMetrics, retryUntil, startMetricsServer,
+} from '@mailfleet/kit';
+import { authV1 } from '@mailfleet/proto';
+import { buildApp } from './app.js';
+import { createAuthCache } from './clients/auth-cache.js';
+import { createAuthAuthenticator } from './clients/authenticator.js';
+import { listenForKeyRevocations } from './clients/key-revocations.js';
+import { createKeyTouchBuffer } from './clients/key-touches.js';
+import { closeUpstreams, createUpstreams } from './clients/upstreams.js';
+import { loadGatewayConfig } from './config.js';
+import { v1Areas } from './routes/v1/index.js';
+
+// Process entry: the only place that reads process.env, opens connections and listens.
+let config;
+try {
+  config = loadGatewayConfig(process.env);
+} catch (err) {
+  if (err instanceof ConfigError) {
+    process.stderr.write(`gateway: ${err.message}\n`);
+    process.exit(2);
+  }
+  throw err;
+}
+
+const logger = createLogger({ service: 'gateway', level: config.logLevel });
+const metrics = createMetrics('gateway');
+const lifecycle = createLifecycle({ logger, timeoutMs: config.shutdownTimeoutMs });
+lifecycle.installSignalHandlers();
+
+const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+const upstreams = createUpstreams(config, logger, metrics);
+const metricsServer = await startMetricsServer({ port: config.metricsPort, registry: metrics.registry });
+const nats = await retryUntil('nats', () => connectNats({ url: config.natsUrl, name: 'gateway', logger }), { logger });
+
+const cache = createAuthCache(createAuthAuthenticator(upstreams), { ttlMs: config.authCacheTtlMs });
+const revocations = listenForKeyRevocations({ nats, cache, logger });
+const touches = createKeyTouchBuffer({
+  send: (batch) => upstreams.auth.call.touchKeys({ touches: batch }),
+  logger,
+  intervalMs: config.keyTouchIntervalMs,
+});
+
+const app = await buildApp({
+  logger,
+  registry: metrics.registry,
+  authenticate: cache.authenticate,
+  onAuthenticated: (p) => touches.record(p),
+  rateLimitCheck: async (teamId, family, cost) =>
+    upstreams.auth.call.checkRateLimit({ teamId, family: authV1.RateLimitFamily[`RATE_LIMIT_FAMILY_${family}`], cost }),
+  areas: v1Areas({ upstreams, onKeyDeleted: (keyId) => cache.revokeKey(keyId) }),
+  info: { version: pkg.version, environment: config.environment, startedAt: Date.now() },
+  trustProxy: config.trustProxy,
+});
+
+// Order: stop taking requests and finish in-flight ones, flush last-use times, stop listening, close channels.
+lifecycle.add({ name: 'close http', run: () => app.close() });
+lifecycle.add({ name: 'flush key touches', run: () => touches.stop() });
+lifecycle.add({ name: 'stop revocation listener', run: () => revocations.stop() });
+lifecycle.add({ name: 'drain nats', run: () => nats.drain() });
+lifecycle.add({ name: 'close upstreams', run: () => closeUpstreams(upstreams) });
+lifecycle.add({ name: 'close metrics', run: () => metricsServer.close() });
+
+await app.listen({ port: config.port, host: config.host });
+logger.info({ port: config.port, metricsPort: metricsServer.port }, 'gateway listening');

@@ -1,0 +1,157 @@
+import type { Collection, Document, Filter, UpdateFilter } from 'mongodb';
+import type { Logger } from '../logger.js';
+import type { ServiceMetrics } from '../metrics.js';
+import type { NatsHandle } from './connection.js';
+import { encodeEvent, subjectFor, type EventEnvelope } from './events.js';
+
+/**
+ * The outbox. A state change and the events it causes are written in ONE
+ * single-document write: the events ride on the changed document in an
+ * `outbox` array. A relay publishes them (message id = event id) and pulls
+ * them off. A crash between the write and the publish, or between the publish
+ * and the pull, leads to a republish that JetStream's duplicate window and the
+ * consumers' idempotency on event id absorb. No transactions needed, so it
+ * works on FerretDB as on MongoDB.
+ */
+export interface OutboxEntry {
+  id: string;
+  subject: string;
+  event: EventEnvelope;
+  createdAt: Date;
+}
+
+export interface OutboxDoc {
+  outbox?: OutboxEntry[];
+  /** Set on a document deleted with events: the relay removes it once its outbox is empty. */
+  _deletedAt?: Date;
+}
+
+export function outboxEntries(events: readonly EventEnvelope<unknown>[]): OutboxEntry[] {
+  return events.map((e) => ({ id: e.id, subject: subjectFor(e.type), event: e as EventEnvelope, createdAt: new Date() }));
+}
+
+/** Merges `$push: {outbox: ...}` into an update so the change and its events land together. */
+export function withOutbox<T extends Document>(update: UpdateFilter<T>, events: readonly EventEnvelope<unknown>[]): UpdateFilter<T> {
+  if (events.length === 0) return update;
+  const u = { ...update } as Record<string, unknown>;
+  const push = { ...((u.$push as Record<string, unknown> | undefined) ?? {}) };
+  push.outbox = { $each: outboxEntries(events) };
+  u.$push = push;
+  return u as UpdateFilter<T>;
+}
+
+/** A deletion that others must learn of: a tombstone carrying the events, purged after publish. */
+export function deleteWithOutbox<T extends Document>(events: readonly EventEnvelope<unknown>[], now = new Date()): UpdateFilter<T> {
+  return withOutbox<T>({ $set: { _deletedAt: now } } as unknown as UpdateFilter<T>, events);
+}
+
+/** Filter fragment every read of an outbox-carrying collection adds so tombstones stay invisible. */
+export const NOT_DELETED = { _deletedAt: { $exists: false } } as const;
+
+export interface OutboxRelay {
+  start(): void;
+  /** Asks for a pass soon (after a write), instead of waiting for the poll. */
+  kick(): void;
+  /** One full pass over every collection; resolves with the number of events published. */
+  drainOnce(): Promise<number>;
+  /** Stops polling, finishing the pass in progress (and so publishing what it took). */
+  stop(): Promise<void>;
+}
+
+export interface OutboxRelayOptions {
+  nats: NatsHandle;
+  collections: readonly Collection<Document>[];
+  logger: Logger;
+  metrics?: ServiceMetrics;
+  intervalMs?: number;
+  batchSize?: number;
+  /** Test hook: runs after an entry is published and before it is pulled (crash simulation). */
+  afterPublish?: (entry: OutboxEntry) => Promise<void> | void;
+}
+
+export function createOutboxRelay(opts: OutboxRelayOptions): OutboxRelay {
+  const intervalMs = opts.intervalMs ?? 1_000;
+  const batchSize = opts.batchSize ?? 100;
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<number> | undefined;
+  let again = false;
+  let stopped = false;
+
+  async function passCollection(col: Collection<Document>): Promise<number> {
+    let published = 0;
+    const pending = { 'outbox.0': { $exists: true } } as Filter<Document>;
+    const docs = await col.find(pending, { projection: { _id: 1, outbox: 1 } }).limit(batchSize).toArray();
+    for (const doc of docs) {
+      const entries = (doc.outbox ?? []) as OutboxEntry[];
+      const done: OutboxEntry[] = [];
+      for (const entry of entries) {
+        await opts.nats.js.publish(entry.subject, encodeEvent(entry.event), { msgID: entry.id, timeout: 5_000 });
+        opts.metrics?.eventsPublished.inc({ type: entry.event.type });
+        published++;
+        await opts.afterPublish?.(entry);
+        done.push(entry);
+      }
+      if (done.length > 0) {
+        // $pullAll of the exact entries read: FerretDB v1 ignores $pull with a condition, both servers honour this.
+        await col.updateOne({ _id: doc._id }, { $pullAll: { outbox: done } } as unknown as UpdateFilter<Document>);
+      }
+    }
+    // Tombstones whose events are all out can go now.
+    await col.deleteMany({ _deletedAt: { $exists: true }, 'outbox.0': { $exists: false } } as Filter<Document>);
+    return published + (docs.length === batchSize ? await passCollection(col) : 0);
+  }
+
+  async function drainOnce(): Promise<number> {
+    let total = 0;
+    for (const col of opts.collections) total += await passCollection(col);
+    return total;
+  }
+
+  function schedule(delay: number): void {
+    if (stopped) return;
+    clearTimeout(timer);
+    timer = setTimeout(tick, delay);
+  }
+
+  function tick(): void {
+    if (running) {
+      again = true;
+      return;
+    }
+    running = drainOnce()
+      .catch((err: unknown) => {
+        opts.logger.warn({ err }, 'outbox relay pass failed; will retry');
+        return 0;
+      })
+      .finally(() => {
+        running = undefined;
+        if (again) {
+          again = false;
+          schedule(0);
+        } else {
+          schedule(intervalMs);
+        }
+      });
+  }
+
+  return {
+    start() {
+      stopped = false;
+      schedule(0);
+    },
+    kick() {
+      if (!stopped) schedule(0);
+    },
+    drainOnce,
+    async stop() {
+      stopped = true;
+      clearTimeout(timer);
+      await running;
+    },
+  };
+}
+
+/** The index the relay's scan uses; repositories create it beside their own. */
+export async function ensureOutboxIndex(col: Collection<Document>): Promise<void> {
+  await col.createIndex({ 'outbox.0.createdAt': 1 }, { name: 'outbox_pending', sparse: true });
+}

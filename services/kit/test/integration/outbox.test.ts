@@ -1,0 +1,173 @@
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isolatedNats, startNats, stopNats, testMongoUrl, uniqueDbName } from '@mailfleet/testkit';
+import type { Collection, Document } from 'mongodb';
+import { createLogger } from '../../src/logger.js';
+import { connectMongo, type MongoHandle } from '../../src/mongo.js';
+import { connectNats, type NatsHandle } from '../../src/nats/connection.js';
+import { createDurableConsumer, type DurableConsumer } from '../../src/nats/consumer.js';
+import { createEvent, ensureEventStream, PoisonEventError, type EventEnvelope } from '../../src/nats/events.js';
+import { createOutboxRelay, deleteWithOutbox, NOT_DELETED, outboxEntries, withOutbox } from '../../src/nats/outbox.js';
+
+const logger = createLogger({ service: 'kit-outbox-test', level: 'silent' });
+const dbName = uniqueDbName('kit_outbox');
+let mongo: MongoHandle;
+let nats: NatsHandle;
+let things: Collection<Document>;
+// This file stops and restarts NATS: it gets a server of its own so other files running meanwhile are not disturbed.
+let natsInstance: string;
+let natsUrl: string;
+
+beforeAll(async () => {
+  ({ instance: natsInstance, url: natsUrl } = await isolatedNats());
+  mongo = await connectMongo({ url: testMongoUrl(), dbName, appName: 'kit-test' });
+  nats = await connectNats({ url: natsUrl, name: 'kit-test', logger });
+  await ensureEventStream(nats.jsm);
+  things = mongo.db.collection('things');
+});
+afterAll(async () => {
+  await nats?.drain();
+  await mongo?.db.dropDatabase();
+  await mongo?.close();
+  await stopNats({ instance: natsInstance });
+});
+
+/** A unique event group per test keeps tests apart on the shared stream. */
+function uniqueType(): string {
+  return `t${randomBytes(5).toString('hex')}.happened`;
+}
+
+function recordingConsumer(type: string, opts: { fail?: (e: EventEnvelope, n: number) => void } = {}) {
+  const deliveries: { id: string; deliveryCount: number }[] = [];
+  const consumer = createDurableConsumer({
+    nats, logger, durable: `kit-test-${type.replace('.', '-')}`, filterSubjects: [`mailfleet.${type.split('.')[0]}.>`],
+    backoffMs: [100, 200], maxDeliver: 4, concurrency: 4,
+    handler: async (event, meta) => {
+      deliveries.push({ id: event.id, deliveryCount: meta.deliveryCount });
+      opts.fail?.(event, meta.deliveryCount);
+    },
+  });
+  return { consumer, deliveries };
+}
+
+function countsById(deliveries: { id: string }[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const d of deliveries) out[d.id] = (out[d.id] ?? 0) + 1;
+  return out;
+}
+
+describe('outbox relay', () => {
+  let consumer: DurableConsumer | undefined;
+  afterAll(async () => consumer?.stop());
+
+  it('keeps events written while NATS is down and publishes each exactly once after it returns', async () => {
+    const type = uniqueType();
+    const rec = recordingConsumer(type);
+    consumer = rec.consumer;
+    await consumer.start();
+    const relay = createOutboxRelay({ nats, collections: [things], logger, intervalMs: 100 });
+
+    await stopNats({ instance: natsInstance });
+    const events: EventEnvelope[] = [];
+    for (let i = 0; i < 5; i++) {
+      const e = createEvent(type, 'team_a', { n: i });
+      events.push(e);
+      // The change and its event in one document write.
+      await things.insertOne({ _id: `doc-${type}-${i}` as never, n: i, outbox: outboxEntries([e]) });
+    }
+    await expect(relay.drainOnce()).rejects.toThrow();
+    expect(await things.countDocuments({ _id: { $in: events.map((_, i) => `doc-${type}-${i}`) } as never, 'outbox.0': { $exists: true } })).toBe(5);
+
+    relay.start();
+    await startNats({ instance: natsInstance });
+    await expect.poll(() => rec.deliveries.length, { timeout: 30_000, interval: 200 }).toBe(5);
+    await relay.stop();
+    // A later pass finds nothing left, and nothing arrives twice.
+    expect(await relay.drainOnce()).toBe(0);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(countsById(rec.deliveries)).toEqual(Object.fromEntries(events.map((e) => [e.id, 1])));
+    expect(await things.countDocuments({ 'outbox.0': { $exists: true }, n: { $gte: 0 } })).toBe(0);
+  });
+
+  it('a process SIGKILLed between publish and mark loses nothing and duplicates nothing', async () => {
+    const type = uniqueType();
+    const rec = recordingConsumer(type);
+    await rec.consumer.start();
+    try {
+      const fixture = fileURLToPath(new URL('./fixtures/crash-after-publish.mjs', import.meta.url));
+      const docId = `drill-${type}`;
+      const result = await new Promise<{ code: number | null; signal: string | null; stdout: string }>((resolve) => {
+        const child = execFile(process.execPath, [fixture, testMongoUrl(), dbName, natsUrl, type, docId], (err, stdout) => {
+          resolve({ code: child.exitCode, signal: child.signalCode, stdout: String(stdout) });
+          void err;
+        });
+      });
+      expect(result.signal).toBe('SIGKILL');
+      const eventId = result.stdout.trim();
+      expect(eventId).toMatch(/^evt_/);
+      // Published before the kill, but still in the outbox: the next relay republishes it.
+      const doc = await things.findOne({ _id: docId as never });
+      expect((doc?.outbox as unknown[]).length).toBe(1);
+      const relay = createOutboxRelay({ nats, collections: [things], logger });
+      expect(await relay.drainOnce()).toBe(1);
+      expect((await things.findOne({ _id: docId as never }))?.outbox).toEqual([]);
+      await expect.poll(() => rec.deliveries.length, { timeout: 10_000 }).toBe(1);
+      await new Promise((r) => setTimeout(r, 500));
+      // JetStream's duplicate window dropped the republish (same Nats-Msg-Id).
+      expect(rec.deliveries).toEqual([{ id: eventId, deliveryCount: 1 }]);
+      const info = await nats.jsm.streams.getMessage('MAILFLEET_EVENTS', { last_by_subj: `mailfleet.${type}` });
+      expect(info?.header.get('Nats-Msg-Id')).toBe(eventId);
+    } finally {
+      await rec.consumer.stop();
+    }
+  });
+
+  it('updates with withOutbox and deletes with tombstones that vanish once published', async () => {
+    const type = uniqueType();
+    const rec = recordingConsumer(type);
+    await rec.consumer.start();
+    try {
+      const id = `upd-${type}`;
+      await things.insertOne({ _id: id as never, status: 'NEW' });
+      const changed = createEvent(type, 'team_b', { id, status: 'DONE' });
+      await things.updateOne({ _id: id as never }, withOutbox<Document>({ $set: { status: 'DONE' } }, [changed]));
+      const removed = createEvent(type, 'team_b', { id, deleted: true });
+      await things.updateOne({ _id: id as never }, deleteWithOutbox([removed]));
+      expect(await things.countDocuments({ _id: id as never, ...NOT_DELETED })).toBe(0);
+      const relay = createOutboxRelay({ nats, collections: [things], logger });
+      expect(await relay.drainOnce()).toBe(2);
+      expect(await things.countDocuments({ _id: id as never })).toBe(0);
+      await expect.poll(() => rec.deliveries.map((d) => d.id), { timeout: 10_000 }).toEqual([changed.id, removed.id]);
+    } finally {
+      await rec.consumer.stop();
+    }
+  });
+});
+
+describe('durable consumer', () => {
+  it('redelivers after a transient failure and terminates poison events', async () => {
+    const type = uniqueType();
+    const poison = createEvent(type, 'team_c', { poison: true });
+    const flaky = createEvent(type, 'team_c', { flaky: true });
+    const rec = recordingConsumer(type, {
+      fail: (e, n) => {
+        if (e.id === poison.id) throw new PoisonEventError('cannot ever succeed');
+        if (e.id === flaky.id && n < 3) throw new Error('transient');
+      },
+    });
+    await rec.consumer.start();
+    try {
+      await things.insertOne({ _id: `c-${type}` as never, outbox: outboxEntries([poison, flaky]) });
+      const relay = createOutboxRelay({ nats, collections: [things], logger });
+      await relay.drainOnce();
+      await expect.poll(() => rec.deliveries.filter((d) => d.id === flaky.id).length, { timeout: 10_000 }).toBe(3);
+      await new Promise((r) => setTimeout(r, 600));
+      expect(rec.deliveries.filter((d) => d.id === poison.id)).toEqual([{ id: poison.id, deliveryCount: 1 }]);
+      expect(rec.deliveries.filter((d) => d.id === flaky.id).map((d) => d.deliveryCount)).toEqual([1, 2, 3]);
+    } finally {
+      await rec.consumer.stop();
+    }
+  });
+});
