@@ -3,7 +3,7 @@ import path from 'node:path';
 import { assertBinary, resolveBinaries } from './binaries.js';
 import type { LogSink } from './logs.js';
 import { canConnect, findFreePort, LOOPBACK, pollUntil } from './net.js';
-import { describeExit, ManagedProcess } from './process.js';
+import { describeExit, ManagedProcess, restartableServer, type RestartableServer } from './process.js';
 
 export interface StartFerretDbOptions {
   /** 0 picks a free port (kept across restarts). Default 27017. */
@@ -21,16 +21,11 @@ export interface StartFerretDbOptions {
   stopTimeoutMs?: number;
 }
 
-export interface FerretDbServer {
+export interface FerretDbServer extends RestartableServer {
   /** `mongodb://127.0.0.1:PORT/` */
   readonly url: string;
   readonly port: number;
   readonly dataDir: string;
-  readonly process: ManagedProcess;
-  start(): Promise<void>;
-  stop(): Promise<void>;
-  kill(signal?: NodeJS.Signals): Promise<void>;
-  restart(): Promise<void>;
 }
 
 /** FerretDB v1 on SQLite through deploy/ferretdb's launcher, bound to loopback. */
@@ -43,7 +38,6 @@ export async function startFerretDb(opts: StartFerretDbOptions): Promise<FerretD
   await fsp.mkdir(dataDir, { recursive: true });
   const readyTimeoutMs = opts.readyTimeoutMs ?? 30_000;
 
-  let proc: ManagedProcess | undefined;
   const launch = async (): Promise<ManagedProcess> => {
     const p = new ManagedProcess({
       name,
@@ -74,32 +68,11 @@ export async function startFerretDb(opts: StartFerretDbOptions): Promise<FerretD
     return p;
   };
 
-  proc = await launch();
-  const server: FerretDbServer = {
+  const lifecycle = await restartableServer('ferretdb', launch);
+  // Getters keep `process` following restarts.
+  return Object.defineProperties({
     url: `mongodb://${LOOPBACK}:${port}/`,
     port,
     dataDir,
-    get process() {
-      if (!proc) throw new Error('ferretdb is not started');
-      return proc;
-    },
-    async start() {
-      if (proc?.running) return;
-      proc = await launch();
-    },
-    async stop() {
-      await proc?.stop();
-    },
-    async kill(signal: NodeJS.Signals = 'SIGKILL') {
-      if (!proc?.running) return;
-      const exited = proc.exited();
-      proc.kill(signal);
-      await exited;
-    },
-    async restart() {
-      await server.stop();
-      await server.start();
-    },
-  };
-  return server;
+  }, Object.getOwnPropertyDescriptors(lifecycle)) as FerretDbServer;
 }

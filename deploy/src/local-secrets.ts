@@ -9,7 +9,7 @@ import path from 'node:path';
  * readable across restarts. A variable set in the environment wins. A service
  * that adds a required secret adds its name here.
  */
-export const LOCAL_SECRETS = ['API_KEY_HASH_SECRET'] as const;
+export const LOCAL_SECRETS = ['API_KEY_HASH_SECRET', 'DKIM_MASTER_KEY', 'TRACKING_SIGNING_KEY'] as const;
 
 export async function loadLocalSecrets(
   dataDir: string,

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { assertBinary, resolveBinaries } from './binaries.js';
 import type { LogSink } from './logs.js';
 import { canConnect, findFreePort, LOOPBACK, pollUntil } from './net.js';
-import { describeExit, ManagedProcess } from './process.js';
+import { describeExit, ManagedProcess, restartableServer, type RestartableServer } from './process.js';
 
 export interface StartNatsOptions {
   /** Client port; 0 picks a free one (kept across restarts). Default 4222. */
@@ -20,20 +20,11 @@ export interface StartNatsOptions {
   stopTimeoutMs?: number;
 }
 
-export interface NatsServer {
+export interface NatsServer extends RestartableServer {
   /** `nats://127.0.0.1:PORT` — unchanged by restarts. */
   readonly url: string;
   readonly port: number;
   readonly storeDir: string;
-  readonly process: ManagedProcess;
-  /** Starts a stopped server again on the same port and store dir; resolves when JetStream is up. */
-  start(): Promise<void>;
-  /** SIGTERM (SIGKILL after the stop timeout); resolves when the process is gone. */
-  stop(): Promise<void>;
-  /** Kills without a clean shutdown (default SIGKILL) and waits for the exit. */
-  kill(signal?: NodeJS.Signals): Promise<void>;
-  /** stop() then start(). */
-  restart(): Promise<void>;
 }
 
 /**
@@ -49,7 +40,6 @@ export async function startNats(opts: StartNatsOptions): Promise<NatsServer> {
   await fsp.mkdir(storeDir, { recursive: true });
   const readyTimeoutMs = opts.readyTimeoutMs ?? 30_000;
 
-  let proc: ManagedProcess | undefined;
   const launch = async (): Promise<ManagedProcess> => {
     // The monitoring port only serves readiness; a fresh one each start avoids a clash after a restart.
     const monitorPort = await findFreePort();
@@ -81,34 +71,13 @@ export async function startNats(opts: StartNatsOptions): Promise<NatsServer> {
     return p;
   };
 
-  proc = await launch();
-  const server: NatsServer = {
+  const lifecycle = await restartableServer('nats', launch);
+  // Getters keep `process` following restarts.
+  return Object.defineProperties({
     url: `nats://${LOOPBACK}:${port}`,
     port,
     storeDir,
-    get process() {
-      if (!proc) throw new Error('nats is not started');
-      return proc;
-    },
-    async start() {
-      if (proc?.running) return;
-      proc = await launch();
-    },
-    async stop() {
-      await proc?.stop();
-    },
-    async kill(signal: NodeJS.Signals = 'SIGKILL') {
-      if (!proc?.running) return;
-      const exited = proc.exited();
-      proc.kill(signal);
-      await exited;
-    },
-    async restart() {
-      await server.stop();
-      await server.start();
-    },
-  };
-  return server;
+  }, Object.getOwnPropertyDescriptors(lifecycle)) as NatsServer;
 }
 
 async function jetStreamHealthy(monitorPort: number): Promise<boolean> {

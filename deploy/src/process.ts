@@ -244,3 +244,45 @@ export function describeExit(info: ExitInfo, tail: string[]): string {
   const lines = tail.length > 0 ? `\n--- last ${tail.length} lines of ${info.name} ---\n${tail.join('\n')}` : ' (no output)';
   return `${info.name} ${how}${lines}`;
 }
+
+/** A server process that can be stopped, killed and started again on the same port and data. */
+export interface RestartableServer {
+  readonly process: ManagedProcess;
+  /** Starts a stopped server again; resolves when it is ready. */
+  start(): Promise<void>;
+  /** SIGTERM (SIGKILL after the stop timeout); resolves when the process is gone. */
+  stop(): Promise<void>;
+  /** Kills without a clean shutdown (default SIGKILL) and waits for the exit. */
+  kill(signal?: NodeJS.Signals): Promise<void>;
+  /** stop() then start(). */
+  restart(): Promise<void>;
+}
+
+/** Wraps a launch function (spawn + wait until ready) into start/stop/kill/restart. */
+export async function restartableServer(name: string, launch: () => Promise<ManagedProcess>): Promise<RestartableServer> {
+  let proc: ManagedProcess | undefined = await launch();
+  const server: RestartableServer = {
+    get process() {
+      if (!proc) throw new Error(`${name} is not started`);
+      return proc;
+    },
+    async start() {
+      if (proc?.running) return;
+      proc = await launch();
+    },
+    async stop() {
+      await proc?.stop();
+    },
+    async kill(signal: NodeJS.Signals = 'SIGKILL') {
+      if (!proc?.running) return;
+      const exited = proc.exited();
+      proc.kill(signal);
+      await exited;
+    },
+    async restart() {
+      await server.stop();
+      await server.start();
+    },
+  };
+  return server;
+}
