@@ -1,11 +1,35 @@
-import type { ServiceInfra, ServiceParts } from '@mailfleet/kit';
+import { bindService, type ServiceInfra, type ServiceParts } from '@mailfleet/kit';
+import { suppressionsV1 } from '@mailfleet/proto';
 import type { SuppressionsConfig } from './config.js';
+import { createAutoSuppressionConsumer } from './events/auto-suppression.consumer.js';
+import { createProcessedEventsRepository } from './repositories/processed-events.repository.js';
+import { createSuppressionsRepository } from './repositories/suppressions.repository.js';
+import { createSuppressionsHandlers } from './rpc/suppressions.rpc.js';
 
 /**
- * Binds the suppressions service's parts: its gRPC services, consumers and outbox
- * collections. Its RPCs land with the suppressions issue; until then the process
- * serves health, reflection and metrics only.
+ * Binds the suppressions service: repositories (indexes created at start),
+ * the RPC handlers, the consumer that suppresses hard-bounced, complaining and
+ * unsubscribed addresses, and the sweeper of expired applied-event ids.
+ * Publishes nothing, so it has no outbox.
  */
-export async function createSuppressionsServer(_deps: { config: SuppressionsConfig; infra: ServiceInfra }): Promise<ServiceParts> {
-  return { services: [] };
+export async function createSuppressionsServer(deps: { config: SuppressionsConfig; infra: ServiceInfra }): Promise<ServiceParts> {
+  const { db } = deps.infra.mongo;
+  const { logger, metrics, nats } = deps.infra;
+  const suppressions = createSuppressionsRepository(db);
+  const processed = createProcessedEventsRepository(db, { retentionMs: deps.config.processedEventRetentionMs });
+  await Promise.all([suppressions.ensureIndexes(), processed.ensureIndexes()]);
+
+  const sweeper = setInterval(() => {
+    processed.sweep().catch((err: unknown) => logger.warn({ err }, 'processed-event sweep failed'));
+  }, deps.config.sweepIntervalMs);
+  sweeper.unref();
+
+  return {
+    services: [bindService<suppressionsV1.SuppressionsServiceServer>({
+      name: 'suppressions', definition: suppressionsV1.SuppressionsServiceService,
+      handlers: createSuppressionsHandlers({ suppressions }), logger, metrics,
+    })],
+    consumers: [createAutoSuppressionConsumer({ suppressions, processed, nats, logger, metrics })],
+    workers: [{ name: 'processed-event sweeper', stop: async () => clearInterval(sweeper) }],
+  };
 }

@@ -15,6 +15,12 @@ export interface MxRecord {
  */
 export type TxtRecord = string | string[];
 
+/**
+ * A failure the server plays instead of answering: `servfail` answers
+ * SERVFAIL (rcode 2), `timeout` does not answer at all.
+ */
+export type DnsFailureMode = 'servfail' | 'timeout';
+
 export interface DnsQueryLog {
   name: string;
   type: string;
@@ -31,7 +37,13 @@ export interface DnsServer {
   setRecords(name: string, type: DnsRecordType, values: DnsRecordValues, ttl?: number): void;
   /** Removes one type, or every record of the name. */
   removeRecords(name: string, type?: DnsRecordType): void;
-  /** Forgets every record (and the query log). */
+  /**
+   * Makes the server fail for a name and every name below it, or for every
+   * name with `'*'`; `null` lifts that failure. Records stay as they are and
+   * are answered again once the failure is lifted.
+   */
+  setFailure(name: string, mode: DnsFailureMode | null): void;
+  /** Forgets every record and failure (and the query log). */
   clear(): void;
   /** Every question asked so far, oldest first. */
   queries(): DnsQueryLog[];
@@ -51,6 +63,7 @@ export interface StartDnsServerOptions {
 }
 
 const NXDOMAIN = 3;
+const SERVFAIL = 2;
 const FORMERR = 1;
 const NOTIMP = 4;
 const MAX_CNAME_CHAIN = 8;
@@ -63,17 +76,35 @@ const MAX_CNAME_CHAIN = 8;
  */
 export async function startDnsServer(opts: StartDnsServerOptions = {}): Promise<DnsServer> {
   const zone = new Map<string, Map<DnsRecordType, RecordSet>>();
+  const failures = new Map<string, DnsFailureMode>();
   const log: DnsQueryLog[] = [];
+  /** The failure in force for a name: its own, an ancestor's, or the server-wide one. */
+  const failureFor = (qname: string): DnsFailureMode | undefined => {
+    if (failures.size === 0) return undefined;
+    const labels = normalize(qname).split('.');
+    for (let i = 0; i < labels.length; i++) {
+      const mode = failures.get(labels.slice(i).join('.'));
+      if (mode) return mode;
+    }
+    return failures.get('*');
+  };
   const { udp, tcp, port } = await bindBoth(opts.port);
   const sockets = new Set<net.Socket>();
 
-  const answerFor = (query: dnsPacket.DecodedPacket, transport: 'udp' | 'tcp'): Buffer => {
+  /** The encoded answer, or undefined when a `timeout` failure swallows the query. */
+  const answerFor = (query: dnsPacket.DecodedPacket, transport: 'udp' | 'tcp'): Buffer | undefined => {
     const questions = query.questions ?? [];
     const flags = dnsPacket.AUTHORITATIVE_ANSWER | (query.flag_rd ? dnsPacket.RECURSION_DESIRED : 0);
     const answers: dnsPacket.Answer[] = [];
     let rcode = 0;
+    const failure = questions.length === 1 ? failureFor(questions[0]!.name) : undefined;
     if (questions.length !== 1) {
       rcode = FORMERR;
+    } else if (failure) {
+      const q = questions[0]!;
+      log.push({ name: q.name, type: q.type, transport });
+      if (failure === 'timeout') return undefined;
+      rcode = SERVFAIL;
     } else {
       const q = questions[0]!;
       log.push({ name: q.name, type: q.type, transport });
@@ -165,8 +196,19 @@ export async function startDnsServer(opts: StartDnsServerOptions = {}): Promise<
       if (type) zone.get(key)?.delete(type);
       else zone.delete(key);
     },
+    setFailure(name, mode) {
+      const key = name.trim() === '*' ? '*' : normalize(name);
+      if (!key) throw new TypeError('setFailure needs a name or "*"');
+      if (mode === null) {
+        failures.delete(key);
+        return;
+      }
+      if (mode !== 'servfail' && mode !== 'timeout') throw new TypeError(`failure mode is 'servfail', 'timeout' or null, got ${JSON.stringify(mode)}`);
+      failures.set(key, mode);
+    },
     clear() {
       zone.clear();
+      failures.clear();
       log.length = 0;
     },
     queries: () => [...log],

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { consoleLogSink, fileLogSink, startPlatform, teeLogSink, type Platform, type PlatformPorts } from '@mailfleet/deploy';
 import { startControlServer, type ControlServer } from './control-server.js';
-import { startDnsServer, type DnsRecordType, type DnsRecordValues, type DnsServer } from './dns-server.js';
+import { startDnsServer, type DnsFailureMode, type DnsRecordType, type DnsRecordValues, type DnsServer } from './dns-server.js';
 import { createTestCa } from './test-ca.js';
 
 /** What the e2e global setup provides to tests (keys of vitest's ProvidedContext). */
@@ -76,6 +76,16 @@ export async function startE2eEnvironment(opts: StartE2eEnvironmentOptions = {})
         NODE_EXTRA_CA_CERTS: ca.caFile,
         WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
         LOG_LEVEL: process.env['LOG_LEVEL'] ?? 'info',
+        // Domain verification on a test clock: a wrong record is FAILED and a
+        // SERVFAIL retried within seconds (production defaults are minutes to hours).
+        DNS_TIMEOUT_MS: '1000',
+        DNS_TRIES: '1',
+        DOMAIN_VERIFY_POLL_INTERVAL_MS: '250',
+        DOMAIN_VERIFY_RETRY_ATTEMPTS: '3',
+        DOMAIN_VERIFY_RETRY_BASE_MS: '300',
+        DOMAIN_VERIFY_RETRY_MAX_MS: '1000',
+        DOMAIN_VERIFY_TEMP_RETRY_BASE_MS: '300',
+        DOMAIN_VERIFY_TEMP_RETRY_MAX_MS: '1000',
       },
       onUnexpectedExit: (report) => {
         process.stderr.write(`[e2e platform] ${report.message}\n`);
@@ -110,6 +120,8 @@ export async function startE2eEnvironment(opts: StartE2eEnvironmentOptions = {})
       'POST /nats/url': () => ({ url: running.natsUrl }),
       'POST /dns/records': (body) =>
         dnsServer.setRecords(String(body['name']), body['type'] as DnsRecordType, body['values'] as DnsRecordValues),
+      'POST /dns/failure': (body) =>
+        dnsServer.setFailure(String(body['name'] ?? '*'), (body['mode'] ?? null) as DnsFailureMode | null),
       'POST /dns/clear': () => dnsServer.clear(),
       'POST /platform/kill': (body) => killAndWait(name(body), signalOf(body)),
       'POST /platform/stop': (body) => running.stopChild(name(body)),

@@ -1,5 +1,5 @@
 import { inject } from 'vitest';
-import type { DnsRecordType, DnsRecordValues } from './dns-server.js';
+import type { DnsFailureMode, DnsRecordType, DnsRecordValues } from './dns-server.js';
 
 /** POSTs to the global setup's control endpoint (from inject('infraControlUrl') unless `baseUrl` is given). */
 export async function controlRequest<T = unknown>(path: string, body: object = {}, baseUrl?: string): Promise<T> {
@@ -54,6 +54,15 @@ export async function isolatedNats(name = `nats-${process.pid}-${Math.random().t
 /** e2e: sets records on the DNS server that the platform asks (DNS_SERVERS). Empty values remove them. */
 export async function setDnsRecords(name: string, type: DnsRecordType, values: DnsRecordValues): Promise<void> {
   await controlRequest('/dns/records', { name, type, values });
+}
+
+/**
+ * e2e: makes the platform's DNS server fail for `name` and every name below
+ * it (or for all names with `'*'`): `'servfail'` answers SERVFAIL, `'timeout'`
+ * does not answer. `null` lifts the failure; records are answered again.
+ */
+export async function setDnsFailure(name: string, mode: DnsFailureMode | null): Promise<void> {
+  await controlRequest('/dns/failure', { name, mode });
 }
 
 export async function clearDnsRecords(): Promise<void> {

@@ -88,6 +88,47 @@ describe('DNS server', () => {
     expect((missing as dnsPacket.DecodedPacket & { rcode?: string }).rcode).toBe('NXDOMAIN');
   });
 
+  it('answers SERVFAIL for a failing name and the names below it, until the failure is lifted', async () => {
+    dns.setRecords('flaky.example.test', 'TXT', ['still here']);
+    dns.setRecords('mf._domainkey.flaky.example.test', 'TXT', ['k=rsa; p=abc']);
+    dns.setRecords('steady.example.test', 'TXT', ['fine']);
+    dns.setFailure('Flaky.Example.Test.', 'servfail');
+    await expect(resolver.resolveTxt('flaky.example.test')).rejects.toMatchObject({ code: 'ESERVFAIL' });
+    await expect(resolver.resolveTxt('mf._domainkey.flaky.example.test')).rejects.toMatchObject({ code: 'ESERVFAIL' });
+    await expect(resolver.resolveMx('flaky.example.test')).rejects.toMatchObject({ code: 'ESERVFAIL' });
+    expect(await resolver.resolveTxt('steady.example.test')).toEqual([['fine']]);
+    const overTcp = await queryTcp(dns.port, 'flaky.example.test', 'TXT');
+    expect((overTcp as dnsPacket.DecodedPacket & { rcode?: string }).rcode).toBe('SERVFAIL');
+    expect(dns.queries().some((q) => q.name === 'mf._domainkey.flaky.example.test')).toBe(true);
+
+    dns.setFailure('flaky.example.test', null);
+    expect(await resolver.resolveTxt('flaky.example.test')).toEqual([['still here']]);
+    expect(await resolver.resolveTxt('mf._domainkey.flaky.example.test')).toEqual([['k=rsa; p=abc']]);
+  });
+
+  it('fails every name with "*", and clear() lifts failures with the records', async () => {
+    dns.setRecords('one.example.test', 'TXT', ['1']);
+    dns.setFailure('*', 'servfail');
+    await expect(resolver.resolveTxt('one.example.test')).rejects.toMatchObject({ code: 'ESERVFAIL' });
+    await expect(resolver.resolveTxt('unknown.example.test')).rejects.toMatchObject({ code: 'ESERVFAIL' });
+    dns.setFailure('*', null);
+    expect(await resolver.resolveTxt('one.example.test')).toEqual([['1']]);
+    dns.setFailure('*', 'servfail');
+    dns.clear();
+    await expect(resolver.resolveTxt('one.example.test')).rejects.toMatchObject({ code: 'ENOTFOUND' });
+    expect(() => dns.setFailure('x.example.test', 'nonsense' as never)).toThrow(TypeError);
+  });
+
+  it('does not answer a name in timeout mode', async () => {
+    dns.setRecords('slow.example.test', 'TXT', ['eventually']);
+    dns.setFailure('slow.example.test', 'timeout');
+    const quick = new Resolver({ timeout: 200, tries: 1 });
+    quick.setServers([dns.address]);
+    await expect(quick.resolveTxt('slow.example.test')).rejects.toMatchObject({ code: 'ETIMEOUT' });
+    dns.setFailure('slow.example.test', null);
+    expect(await quick.resolveTxt('slow.example.test')).toEqual([['eventually']]);
+  });
+
   it('truncates a large UDP answer so the resolver retries over TCP', async () => {
     const values = Array.from({ length: 12 }, (_, i) => `record-${i}-${'x'.repeat(120)}`);
     dns.setRecords('big.example.test', 'TXT', values);

@@ -244,7 +244,10 @@ export interface DeleteDomainResponse {
   message: string;
 }
 
-/** UpdateDomainRequest changes tracking flags; absent fields are left as is. */
+/**
+ * UpdateDomainRequest changes tracking flags; absent fields are left as is
+ * (PATCH /v1/domains/{id}).
+ */
 export interface UpdateDomainRequest {
   /** Owning team. */
   teamId: string;
@@ -281,7 +284,10 @@ export interface GetSendingIdentityResponse {
   domainId: string;
   /** Name of the matched domain. */
   domainName: string;
-  /** Verification state; the emails service sends only from SUCCESS domains. */
+  /**
+   * Verification state; always SUCCESS (other states are
+   * FAILED_PRECONDITION).
+   */
   status: DomainStatus;
   /** DKIM selector (the `<selector>` of `<selector>._domainkey.<domain>`). */
   dkimSelector: string;
@@ -291,6 +297,12 @@ export interface GetSendingIdentityResponse {
   clickTracking: boolean;
   /** Whether to add an open-tracking pixel. */
   openTracking: boolean;
+  /**
+   * Host of the envelope sender (MAIL FROM / Return-Path) whose SPF TXT and
+   * bounce MX records the domain publishes, for example
+   * `bounces.example.com`.
+   */
+  mailFromDomain: string;
 }
 
 function createBaseDnsRecord(): DnsRecord {
@@ -2013,6 +2025,7 @@ function createBaseGetSendingIdentityResponse(): GetSendingIdentityResponse {
     dkimPrivateKeyPem: "",
     clickTracking: false,
     openTracking: false,
+    mailFromDomain: "",
   };
 }
 
@@ -2038,6 +2051,9 @@ export const GetSendingIdentityResponse: MessageFns<GetSendingIdentityResponse> 
     }
     if (message.openTracking !== false) {
       writer.uint32(56).bool(message.openTracking);
+    }
+    if (message.mailFromDomain !== "") {
+      writer.uint32(66).string(message.mailFromDomain);
     }
     return writer;
   },
@@ -2111,6 +2127,14 @@ export const GetSendingIdentityResponse: MessageFns<GetSendingIdentityResponse> 
             message.openTracking = reader.bool();
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.mailFromDomain = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2156,6 +2180,11 @@ export const GetSendingIdentityResponse: MessageFns<GetSendingIdentityResponse> 
         : isSet(object.open_tracking)
         ? globalThis.Boolean(object.open_tracking)
         : false,
+      mailFromDomain: isSet(object.mailFromDomain)
+        ? globalThis.String(object.mailFromDomain)
+        : isSet(object.mail_from_domain)
+        ? globalThis.String(object.mail_from_domain)
+        : "",
     };
   },
 
@@ -2182,6 +2211,9 @@ export const GetSendingIdentityResponse: MessageFns<GetSendingIdentityResponse> 
     if (message.openTracking !== false) {
       obj.openTracking = message.openTracking;
     }
+    if (message.mailFromDomain !== "") {
+      obj.mailFromDomain = message.mailFromDomain;
+    }
     return obj;
   },
 
@@ -2197,6 +2229,7 @@ export const GetSendingIdentityResponse: MessageFns<GetSendingIdentityResponse> 
     message.dkimPrivateKeyPem = object.dkimPrivateKeyPem ?? "";
     message.clickTracking = object.clickTracking ?? false;
     message.openTracking = object.openTracking ?? false;
+    message.mailFromDomain = object.mailFromDomain ?? "";
     return message;
   },
 };
@@ -2285,7 +2318,8 @@ export const DomainsServiceService = {
    * GetSendingIdentity returns what the emails service needs to sign and
    * track a message sent from a domain: its id, status, DKIM selector and
    * decrypted private key, and tracking flags. Internal only: the private key
-   * never leaves the cluster. NOT_FOUND when the team has no such domain.
+   * never leaves the cluster. NOT_FOUND when the team has no such domain;
+   * FAILED_PRECONDITION when it exists but its status is not SUCCESS.
    */
   getSendingIdentity: {
     path: "/domains.v1.DomainsService/GetSendingIdentity" as const,
@@ -2330,7 +2364,8 @@ export interface DomainsServiceServer extends UntypedServiceImplementation {
    * GetSendingIdentity returns what the emails service needs to sign and
    * track a message sent from a domain: its id, status, DKIM selector and
    * decrypted private key, and tracking flags. Internal only: the private key
-   * never leaves the cluster. NOT_FOUND when the team has no such domain.
+   * never leaves the cluster. NOT_FOUND when the team has no such domain;
+   * FAILED_PRECONDITION when it exists but its status is not SUCCESS.
    */
   getSendingIdentity: handleUnaryCall<GetSendingIdentityRequest, GetSendingIdentityResponse>;
 }
@@ -2449,7 +2484,8 @@ export interface DomainsServiceClient extends Client {
    * GetSendingIdentity returns what the emails service needs to sign and
    * track a message sent from a domain: its id, status, DKIM selector and
    * decrypted private key, and tracking flags. Internal only: the private key
-   * never leaves the cluster. NOT_FOUND when the team has no such domain.
+   * never leaves the cluster. NOT_FOUND when the team has no such domain;
+   * FAILED_PRECONDITION when it exists but its status is not SUCCESS.
    */
   getSendingIdentity(
     request: GetSendingIdentityRequest,

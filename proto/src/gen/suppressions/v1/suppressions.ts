@@ -108,11 +108,18 @@ export interface Suppression {
 export interface ListSuppressionsRequest {
   /** Owning team. */
   teamId: string;
-  /** 1-based page; 0 means 1. */
+  /**
+   * 1-based page; 0 means 1; negative is INVALID_ARGUMENT. A page past the
+   * end is empty.
+   */
   page: number;
-  /** Page size, 1 to 100; 0 means 20. */
+  /** Page size, 1 to 100; 0 means 20; anything else is INVALID_ARGUMENT. */
   limit: number;
-  /** Only addresses containing this text (case-insensitive); absent means all. */
+  /**
+   * Only addresses containing this text, case-insensitively and literally
+   * (no pattern syntax: `.` and `+` match themselves); absent or blank means
+   * all; at most 320 characters.
+   */
   search?:
     | string
     | undefined;
@@ -136,13 +143,19 @@ export interface AddSuppressionRequest {
   email: string;
   /** Why; INVALID_ARGUMENT when UNSPECIFIED. */
   reason: SuppressionReason;
-  /** Where it came from; absent when unknown. */
+  /**
+   * Where it came from, at most 500 characters; absent or blank when unknown
+   * (stored as absent, also when it replaces an earlier source).
+   */
   source?: string | undefined;
 }
 
 /** AddSuppressionResponse holds the stored suppression. */
 export interface AddSuppressionResponse {
-  /** The suppression (new, or the existing one for that address). */
+  /**
+   * The stored suppression (new, or the existing one for that address with
+   * the new reason and source).
+   */
   suppression?: Suppression | undefined;
 }
 
@@ -150,7 +163,10 @@ export interface AddSuppressionResponse {
 export interface RemoveSuppressionRequest {
   /** Owning team. */
   teamId: string;
-  /** Address to remove (matched case-insensitively). */
+  /**
+   * Address to remove (matched case-insensitively); INVALID_ARGUMENT when
+   * malformed.
+   */
   email: string;
 }
 
@@ -165,14 +181,27 @@ export interface RemoveSuppressionResponse {
 export interface CheckSuppressedRequest {
   /** Owning team. */
   teamId: string;
-  /** Addresses to check (matched case-insensitively); at most 1000. */
+  /**
+   * Addresses to check (matched case-insensitively, surrounding spaces
+   * ignored); at most 1000, INVALID_ARGUMENT above. A malformed address is
+   * simply not suppressed.
+   */
   emails: string[];
 }
 
 /** CheckSuppressedResponse lists the suppressed ones. */
 export interface CheckSuppressedResponse {
-  /** The given addresses that are suppressed, as given, in request order. */
+  /**
+   * The given addresses that are suppressed, as given, in request order (an
+   * address given twice appears twice).
+   */
   suppressedEmails: string[];
+  /**
+   * The suppression entries behind them, one per distinct address, in the
+   * order of first appearance: for callers that record why a send was
+   * suppressed.
+   */
+  suppressions: Suppression[];
 }
 
 function createBaseSuppression(): Suppression {
@@ -977,13 +1006,16 @@ export const CheckSuppressedRequest: MessageFns<CheckSuppressedRequest> = {
 };
 
 function createBaseCheckSuppressedResponse(): CheckSuppressedResponse {
-  return { suppressedEmails: [] };
+  return { suppressedEmails: [], suppressions: [] };
 }
 
 export const CheckSuppressedResponse: MessageFns<CheckSuppressedResponse> = {
   encode(message: CheckSuppressedResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     for (const v of message.suppressedEmails) {
       writer.uint32(10).string(v!);
+    }
+    for (const v of message.suppressions) {
+      Suppression.encode(v!, writer.uint32(18).fork()).join();
     }
     return writer;
   },
@@ -1009,6 +1041,14 @@ export const CheckSuppressedResponse: MessageFns<CheckSuppressedResponse> = {
             message.suppressedEmails.push(reader.string());
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.suppressions.push(Suppression.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1028,6 +1068,9 @@ export const CheckSuppressedResponse: MessageFns<CheckSuppressedResponse> = {
         : globalThis.Array.isArray(object?.suppressed_emails)
         ? object.suppressed_emails.map((e: any) => globalThis.String(e))
         : [],
+      suppressions: globalThis.Array.isArray(object?.suppressions)
+        ? object.suppressions.map((e: any) => Suppression.fromJSON(e))
+        : [],
     };
   },
 
@@ -1035,6 +1078,9 @@ export const CheckSuppressedResponse: MessageFns<CheckSuppressedResponse> = {
     const obj: any = {};
     if (message.suppressedEmails?.length) {
       obj.suppressedEmails = message.suppressedEmails;
+    }
+    if (message.suppressions?.length) {
+      obj.suppressions = message.suppressions.map((e) => Suppression.toJSON(e));
     }
     return obj;
   },
@@ -1045,6 +1091,7 @@ export const CheckSuppressedResponse: MessageFns<CheckSuppressedResponse> = {
   fromPartial<I extends Exact<DeepPartial<CheckSuppressedResponse>, I>>(object: I): CheckSuppressedResponse {
     const message = createBaseCheckSuppressedResponse();
     message.suppressedEmails = object.suppressedEmails?.map((e) => e) || [];
+    message.suppressions = object.suppressions?.map((e) => Suppression.fromPartial(e)) || [];
     return message;
   },
 };
@@ -1069,7 +1116,8 @@ export const SuppressionsServiceService = {
   },
   /**
    * AddSuppression suppresses an address; adding an address that is already
-   * suppressed returns the existing entry (POST /v1/suppressions).
+   * suppressed updates that entry's reason and source (its id and created_at
+   * stay) rather than adding a second one (POST /v1/suppressions).
    */
   addSuppression: {
     path: "/suppressions.v1.SuppressionsService/AddSuppression" as const,
@@ -1099,7 +1147,8 @@ export const SuppressionsServiceService = {
   },
   /**
    * CheckSuppressed says which of the given addresses are suppressed; called
-   * by the emails service before every send.
+   * by the emails service before every send. One indexed lookup for the whole
+   * list, so a batch costs the same round trip as one address.
    */
   checkSuppressed: {
     path: "/suppressions.v1.SuppressionsService/CheckSuppressed" as const,
@@ -1122,7 +1171,8 @@ export interface SuppressionsServiceServer extends UntypedServiceImplementation 
   listSuppressions: handleUnaryCall<ListSuppressionsRequest, ListSuppressionsResponse>;
   /**
    * AddSuppression suppresses an address; adding an address that is already
-   * suppressed returns the existing entry (POST /v1/suppressions).
+   * suppressed updates that entry's reason and source (its id and created_at
+   * stay) rather than adding a second one (POST /v1/suppressions).
    */
   addSuppression: handleUnaryCall<AddSuppressionRequest, AddSuppressionResponse>;
   /**
@@ -1132,7 +1182,8 @@ export interface SuppressionsServiceServer extends UntypedServiceImplementation 
   removeSuppression: handleUnaryCall<RemoveSuppressionRequest, RemoveSuppressionResponse>;
   /**
    * CheckSuppressed says which of the given addresses are suppressed; called
-   * by the emails service before every send.
+   * by the emails service before every send. One indexed lookup for the whole
+   * list, so a batch costs the same round trip as one address.
    */
   checkSuppressed: handleUnaryCall<CheckSuppressedRequest, CheckSuppressedResponse>;
 }
@@ -1159,7 +1210,8 @@ export interface SuppressionsServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * AddSuppression suppresses an address; adding an address that is already
-   * suppressed returns the existing entry (POST /v1/suppressions).
+   * suppressed updates that entry's reason and source (its id and created_at
+   * stay) rather than adding a second one (POST /v1/suppressions).
    */
   addSuppression(
     request: AddSuppressionRequest,
@@ -1197,7 +1249,8 @@ export interface SuppressionsServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * CheckSuppressed says which of the given addresses are suppressed; called
-   * by the emails service before every send.
+   * by the emails service before every send. One indexed lookup for the whole
+   * list, so a batch costs the same round trip as one address.
    */
   checkSuppressed(
     request: CheckSuppressedRequest,
