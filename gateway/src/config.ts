@@ -10,6 +10,8 @@ export function gatewayConfigSpec() {
     /** Deadline of each upstream call. */
     upstreamDeadlineMs: int('UPSTREAM_DEADLINE_MS', 5_000, 100),
     shutdownTimeoutMs: int('SHUTDOWN_TIMEOUT_MS', 25_000, 1_000),
+    /** Pause between failing readiness and closing, so the load balancer stops routing first (Kubernetes). */
+    shutdownDelayMs: int('SHUTDOWN_DELAY_MS', 0, 0),
     natsUrl: str('NATS_URL', 'nats://127.0.0.1:4222'),
     /** How long a resolved API key is trusted before auth is asked again (revocations clear it at once). */
     authCacheTtlMs: int('AUTH_CACHE_TTL_MS', 30_000, 0),

@@ -29,6 +29,7 @@ const metrics = createMetrics('gateway');
 const lifecycle = createLifecycle({ logger, timeoutMs: config.shutdownTimeoutMs });
 lifecycle.installSignalHandlers();
 
+let draining = false;
 const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
 const upstreams = createUpstreams(config, logger, metrics);
 const metricsServer = await startMetricsServer({ port: config.metricsPort, registry: metrics.registry });
@@ -50,11 +51,18 @@ const app = await buildApp({
   rateLimitCheck: async (teamId, family, cost) =>
     upstreams.auth.call.checkRateLimit({ teamId, family: authV1.RateLimitFamily[`RATE_LIMIT_FAMILY_${family}`], cost }),
   areas: v1Areas({ upstreams, onKeyDeleted: (keyId) => cache.revokeKey(keyId) }),
-  info: { version: pkg.version, environment: config.environment, startedAt: Date.now() },
+  info: { version: pkg.version, environment: config.environment, startedAt: Date.now(), draining: () => draining },
   trustProxy: config.trustProxy,
 });
 
-// Order: stop taking requests and finish in-flight ones, flush last-use times, stop listening, close channels.
+// Order: fail health for SHUTDOWN_DELAY_MS so the load balancer stops routing here, stop taking requests and finish in-flight ones, flush last-use times, stop listening, close channels.
+lifecycle.add({
+  name: 'drain',
+  run: async () => {
+    draining = true;
+    if (config.shutdownDelayMs > 0) await new Promise((r) => setTimeout(r, config.shutdownDelayMs));
+  },
+});
 lifecycle.add({ name: 'close http', run: () => app.close() });
 lifecycle.add({ name: 'flush key touches', run: () => touches.stop() });
 lifecycle.add({ name: 'stop revocation listener', run: () => revocations.stop() });

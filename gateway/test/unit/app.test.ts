@@ -133,3 +133,24 @@ describe('error bodies per endpoint family (SPEC 7)', () => {
     expect(res.json<{ code: string }>().code).toBe('NOT_FOUND');
   });
 });
+
+describe('draining', () => {
+  it('health answers 503 draining once shutdown began, so load balancers stop routing', async () => {
+    let draining = false;
+    const drainApp = await buildApp({
+      logger: createLogger({ service: 'gateway-test', level: 'silent' }),
+      registry: new Registry(),
+      authenticate,
+      info: { version: '1', environment: 'test', startedAt: Date.now(), draining: () => draining },
+    });
+    try {
+      expect((await drainApp.inject({ url: '/v1/health' })).statusCode).toBe(200);
+      draining = true;
+      const res = await drainApp.inject({ url: '/v1/health' });
+      expect(res.statusCode).toBe(503);
+      expect(res.json()).toMatchObject({ status: 'draining' });
+    } finally {
+      await drainApp.close();
+    }
+  });
+});

@@ -105,8 +105,15 @@ export async function createGrpcServer(opts: {
   /** .proto files served through reflection. */
   reflection?: { protoRoot: string; files: readonly string[] };
   healthIntervalMs?: number;
+  maxConnectionAgeMs?: number;
 }): Promise<GrpcServerHandle> {
-  const server = new Server({ 'grpc.max_receive_message_length': 64 * 1024 * 1024 });
+  const server = new Server({
+    'grpc.max_receive_message_length': 64 * 1024 * 1024,
+    // Clients behind a Kubernetes Service keep one connection (pick_first); ending connections
+    // after a while makes them reconnect and spread over new replicas after a scale-up.
+    'grpc.max_connection_age_ms': opts.maxConnectionAgeMs ?? 5 * 60_000,
+    'grpc.max_connection_age_grace_ms': 30_000,
+  });
   for (const s of opts.services) server.addService(s.definition, s.implementation);
 
   const serviceNames = opts.services.map((s) => Object.values(s.definition)[0]?.path.split('/')[1] ?? s.name);

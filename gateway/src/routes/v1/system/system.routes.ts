@@ -4,6 +4,8 @@ export interface SystemInfo {
   readonly version: string;
   readonly environment: string;
   readonly startedAt: number;
+  /** True once shutdown began: health answers 503 so load balancers stop routing here. */
+  readonly draining?: () => boolean;
 }
 
 const healthSchema = {
@@ -15,6 +17,12 @@ const healthSchema = {
       type: 'object',
       required: ['status', 'uptime', 'timestamp'],
       properties: { status: { type: 'string' }, uptime: { type: 'number' }, timestamp: { type: 'number', description: 'epoch milliseconds' } },
+    },
+    503: {
+      type: 'object',
+      description: 'the gateway is shutting down',
+      required: ['status', 'uptime', 'timestamp'],
+      properties: { status: { type: 'string', const: 'draining' }, uptime: { type: 'number' }, timestamp: { type: 'number' } },
     },
   },
 } as const;
@@ -46,11 +54,10 @@ const versionSchema = {
 
 /** SPEC 4.12: no authentication. */
 export async function systemRoutes(app: FastifyInstance, opts: { info: SystemInfo }): Promise<void> {
-  app.get('/health', { schema: healthSchema, config: { public: true } }, async () => ({
-    status: 'ok',
-    uptime: process.uptime(),
-    timestamp: Date.now(),
-  }));
+  app.get('/health', { schema: healthSchema, config: { public: true } }, async (_req, reply) => {
+    const draining = opts.info.draining?.() ?? false;
+    return reply.code(draining ? 503 : 200).send({ status: draining ? 'draining' : 'ok', uptime: process.uptime(), timestamp: Date.now() });
+  });
 
   app.get('/version', { schema: versionSchema, config: { public: true } }, async () => {
     const m = process.memoryUsage();
