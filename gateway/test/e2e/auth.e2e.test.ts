@@ -102,7 +102,7 @@ describe('permissions', () => {
     const { token } = await createTeam('Sender');
     const { body } = await api('POST', '/v1/api-keys', { token, body: { name: 'send only', permission: 'SENDING' } });
     const sending = (body as { token: string }).token;
-    for (const path of ['/v1/api-keys', '/v1/settings', '/v1/teams']) {
+    for (const path of ['/v1/domains', '/v1/api-keys', '/v1/settings', '/v1/teams']) {
       const res = await api('GET', path, { token: sending });
       expect(res.status, path).toBe(403);
       expect((res.body as { message?: string; error?: string }).message ?? (res.body as { error?: string }).error).toContain('SENDING');
