@@ -37,6 +37,9 @@ export const DEFAULT_PORTS = {
   inboundSmtp: 2526,
 } as const;
 
+/** The domain of the return paths (VERP bounce addresses) when BOUNCE_DOMAIN is not set. */
+const DEFAULT_BOUNCE_DOMAIN = 'bounces.mailfleet.local';
+
 /** Operator variables (ARCHITECTURE.md) handed to every child as they are. */
 export const PASSTHROUGH_ENV = [
   'DNS_SERVERS',
@@ -260,7 +263,15 @@ export async function startPlatform(opts: PlatformOptions = {}): Promise<Platfor
         kind: 'infra',
         // This package's own build, wherever repoRoot points.
         file: fileURLToPath(new URL('./smtp-sink.main.js', import.meta.url)),
-        env: { ...process.env, SMTP_SINK_PORT: String(sinkPort), SMTP_SINK_HOST: LOOPBACK, SMTP_SINK_DIR: mailDir },
+        env: {
+          ...process.env,
+          SMTP_SINK_PORT: String(sinkPort),
+          SMTP_SINK_HOST: LOOPBACK,
+          SMTP_SINK_DIR: mailDir,
+          // The mailbox simulator answers accepted mail with reports to the emails service's inbound listener.
+          MAILBOX_SIMULATOR: lookup('MAILBOX_SIMULATOR') ?? 'true',
+          SIMULATOR_REPORT_TARGET: `${LOOPBACK}:${ports.inboundSmtp}`,
+        },
         probe: async () => ((await canConnect(sinkPort)) ? 'ready' : 'not accepting connections'),
       });
       children.push(sink);
@@ -285,6 +296,7 @@ export async function startPlatform(opts: PlatformOptions = {}): Promise<Platfor
       LOG_LEVEL: opts.logLevel ?? lookup('LOG_LEVEL') ?? 'info',
       MAILFLEET_DATA_DIR: dataDir,
       INBOUND_SMTP_PORT: String(ports.inboundSmtp),
+      BOUNCE_DOMAIN: lookup('BOUNCE_DOMAIN') ?? DEFAULT_BOUNCE_DOMAIN,
       // ARCHITECTURE.md: tracking links default to the gateway's own address.
       PUBLIC_URL: lookup('PUBLIC_URL') ?? gatewayUrl,
     };

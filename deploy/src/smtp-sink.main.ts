@@ -1,24 +1,62 @@
 // The SMTP sink as its own process (what startPlatform runs):
 //   SMTP_SINK_PORT (default 2525), SMTP_SINK_HOST (default 127.0.0.1),
-//   SMTP_SINK_DIR (default <MAILFLEET_DATA_DIR or repo/.data>/mail).
+//   SMTP_SINK_DIR (default <MAILFLEET_DATA_DIR or repo/.data>/mail),
+//   MAILBOX_SIMULATOR (default true; false/0/no/off turns it off),
+//   SIMULATOR_REPORT_TARGET (host:port of the inbound SMTP listener that gets the reports; none: no reports),
+//   SIMULATOR_SOFTBOUNCE_WINDOW_MS (default 600000).
 import path from 'node:path';
 import { defaultDataDir } from './paths.js';
-import { createSmtpSink } from './smtp-sink.js';
+import { createSmtpSink, parseHostPort, type MailboxSimulatorOptions } from './smtp-sink.js';
+
+const fail = (message: string): never => {
+  process.stderr.write(`${message}\n`);
+  process.exit(2);
+};
+const line = (entry: Record<string, unknown>): void => void process.stdout.write(`${JSON.stringify(entry)}\n`);
 
 const port = Number(process.env['SMTP_SINK_PORT'] ?? 2525);
-if (!Number.isInteger(port) || port < 0 || port > 65535) {
-  process.stderr.write(`SMTP_SINK_PORT must be a port number, got ${process.env['SMTP_SINK_PORT']}\n`);
-  process.exit(2);
-}
+if (!Number.isInteger(port) || port < 0 || port > 65535) fail(`SMTP_SINK_PORT must be a port number, got ${process.env['SMTP_SINK_PORT']}`);
 const dir = process.env['SMTP_SINK_DIR'] ?? path.join(defaultDataDir(), 'mail');
-const sink = await createSmtpSink({ port, host: process.env['SMTP_SINK_HOST'] ?? '127.0.0.1', dir });
+
+const simulatorOn = !/^(false|0|no|off)$/i.test((process.env['MAILBOX_SIMULATOR'] ?? 'true').trim());
+const simulator: MailboxSimulatorOptions = {};
+const target = process.env['SIMULATOR_REPORT_TARGET']?.trim();
+if (target) {
+  try {
+    parseHostPort(target);
+  } catch (error) {
+    fail(`SIMULATOR_REPORT_TARGET: ${(error as Error).message}`);
+  }
+  simulator.reportTarget = target;
+}
+const windowSetting = process.env['SIMULATOR_SOFTBOUNCE_WINDOW_MS'];
+if (windowSetting !== undefined && windowSetting !== '') {
+  const ms = Number(windowSetting);
+  if (!Number.isInteger(ms) || ms < 0) fail(`SIMULATOR_SOFTBOUNCE_WINDOW_MS must be a number of milliseconds, got ${windowSetting}`);
+  simulator.softBounceWindowMs = ms;
+}
+
+const sink = await createSmtpSink({
+  port,
+  host: process.env['SMTP_SINK_HOST'] ?? '127.0.0.1',
+  dir,
+  ...(simulatorOn ? { simulator } : {}),
+});
 sink.onMessage((m) => {
-  process.stdout.write(
-    `${JSON.stringify({ msg: 'message stored', id: m.id, mailFrom: m.mailFrom, rcptTo: m.rcptTo, bytes: m.raw.length })}\n`,
-  );
+  line({ msg: 'message stored', id: m.id, mailFrom: m.mailFrom, rcptTo: m.rcptTo, bytes: m.raw.length });
+});
+sink.onSimulatorEvent((event) => {
+  if (event.type === 'recipient-refused') line({ msg: `mailbox simulator: ${event.rule} recipient refused`, ...event });
+  else if (event.type === 'report-sent') line({ msg: `mailbox simulator: ${event.kind} report sent`, ...event });
+  else line({ msg: `mailbox simulator: ${event.kind} report not delivered`, level: 'warn', ...event });
 });
 // The parent waits for this line.
 process.stdout.write(`smtp sink listening on ${sink.url} (storing in ${sink.dir})\n`);
+process.stdout.write(
+  simulatorOn
+    ? `mailbox simulator on: bounce@, softbounce@, complaint@ any domain; reports to ${target ?? '(nowhere: SIMULATOR_REPORT_TARGET unset)'}\n`
+    : 'mailbox simulator off: every recipient accepted, no reports\n',
+);
 
 let closing = false;
 const shutdown = (): void => {

@@ -78,6 +78,8 @@ export const CLIENT_ERROR_CODES: ReadonlySet<status> = new Set([
   status.INVALID_ARGUMENT, status.NOT_FOUND, status.ALREADY_EXISTS, status.PERMISSION_DENIED,
   status.UNAUTHENTICATED, status.FAILED_PRECONDITION, status.ABORTED, status.OUT_OF_RANGE,
   status.RESOURCE_EXHAUSTED, status.CANCELLED,
+  // The callee is up but lacks the method (a version skew during a rollout): not a health problem.
+  status.UNIMPLEMENTED,
 ]);
 
 export interface GrpcErrorLike {

@@ -86,6 +86,15 @@ export async function startE2eEnvironment(opts: StartE2eEnvironmentOptions = {})
         DOMAIN_VERIFY_RETRY_MAX_MS: '1000',
         DOMAIN_VERIFY_TEMP_RETRY_BASE_MS: '300',
         DOMAIN_VERIFY_TEMP_RETRY_MAX_MS: '1000',
+        // Webhooks on a test clock: retries within a second or two, FAILED after two events that failed
+        // every attempt, and a claim lease short enough that a killed service's deliveries resume quickly.
+        WEBHOOK_RETRY_BASE_MS: '200',
+        WEBHOOK_RETRY_MAX_MS: '2000',
+        WEBHOOK_MAX_ATTEMPTS: '4',
+        WEBHOOK_FAILURE_THRESHOLD: '2',
+        WEBHOOK_TIMEOUT_MS: '3000',
+        WEBHOOK_CLAIM_LEASE_MS: '5000',
+        WEBHOOK_POLL_INTERVAL_MS: '200',
       },
       onUnexpectedExit: (report) => {
         process.stderr.write(`[e2e platform] ${report.message}\n`);

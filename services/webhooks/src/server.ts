@@ -1,11 +1,77 @@
-import type { ServiceInfra, ServiceParts } from '@mailfleet/kit';
-import type { WebhooksConfig } from './config.js';
+import { bindService, type ServiceInfra, type ServiceParts } from '@mailfleet/kit';
+import { webhooksV1 } from '@mailfleet/proto';
+import { createEndpointClient, type Resolver } from './clients/endpoint.client.js';
+import { retryPolicyOf, type WebhooksConfig } from './config.js';
+import { createFanoutConsumer } from './events/fanout.consumer.js';
+import { createDeliveriesRepository } from './repositories/deliveries.repository.js';
+import { createWebhooksRepository } from './repositories/webhooks.repository.js';
+import { createWebhooksHandlers } from './rpc/webhooks.rpc.js';
+import { createDeliverer } from './workers/deliverer.js';
+import { createDeliveryWorker } from './workers/delivery.worker.js';
 
 /**
- * Binds the webhooks service's parts: its gRPC services, consumers and outbox
- * collections. Its RPCs land with the webhooks issue; until then the process
- * serves health, reflection and metrics only.
+ * Binds the webhooks service: repositories (indexes created at start), the
+ * RPC handlers, the durable consumer that turns public events into pending
+ * deliveries, the worker that attempts due deliveries, and the sweeper of old
+ * delivery records. Publishes nothing, so it has no outbox.
+ *
+ * `extraCa` (trusted CA certificates beside the system's) and `resolver` are
+ * for in-process tests; processes trust NODE_EXTRA_CA_CERTS and resolve with
+ * the system resolver.
  */
-export async function createWebhooksServer(_deps: { config: WebhooksConfig; infra: ServiceInfra }): Promise<ServiceParts> {
-  return { services: [] };
+export async function createWebhooksServer(deps: {
+  config: WebhooksConfig;
+  infra: ServiceInfra;
+  extraCa?: readonly string[];
+  resolver?: Resolver;
+}): Promise<ServiceParts> {
+  const { config, infra } = deps;
+  const { logger, metrics, nats } = infra;
+  const webhooks = createWebhooksRepository(infra.mongo.db);
+  const deliveries = createDeliveriesRepository(infra.mongo.db);
+  await Promise.all([webhooks.ensureIndexes(), deliveries.ensureIndexes()]);
+
+  const endpoint = createEndpointClient({
+    allowPrivateNetworks: config.allowPrivateNetworks,
+    timeoutMs: config.timeoutMs,
+    responseTextLimit: config.responseTextLimit,
+    ...(deps.extraCa ? { extraCa: deps.extraCa } : {}),
+    ...(deps.resolver ? { resolver: deps.resolver } : {}),
+  });
+  if (config.allowPrivateNetworks) logger.warn('WEBHOOK_ALLOW_PRIVATE_NETWORKS is on: webhooks may reach loopback and private addresses');
+
+  const deliverer = createDeliverer({ webhooks, deliveries, endpoint, policy: retryPolicyOf(config), logger: logger.child({ worker: 'delivery' }) });
+  const worker = createDeliveryWorker({
+    deliveries,
+    deliverer,
+    concurrency: config.concurrency,
+    perWebhookConcurrency: config.perWebhookConcurrency,
+    leaseMs: config.claimLeaseMs,
+    pollIntervalMs: config.pollIntervalMs,
+    logger: logger.child({ worker: 'delivery' }),
+  });
+  worker.start();
+
+  const sweeper = setInterval(() => {
+    const t = Date.now();
+    deliveries.sweep(new Date(t - config.deliveryRetentionDays * 86_400_000), new Date(t))
+      .then((n) => { if (n > 0) logger.info({ deleted: n }, 'old delivery records swept'); })
+      .catch((err: unknown) => logger.warn({ err }, 'delivery sweep failed'));
+  }, config.sweepIntervalMs);
+  sweeper.unref();
+
+  return {
+    services: [bindService<webhooksV1.WebhooksServiceServer>({
+      name: 'webhooks',
+      definition: webhooksV1.WebhooksServiceService,
+      handlers: createWebhooksHandlers({ webhooks, deliveries, endpoint, deliverer, timeoutMs: config.timeoutMs, leaseMs: config.claimLeaseMs }),
+      logger,
+      metrics,
+    })],
+    consumers: [createFanoutConsumer({ webhooks, deliveries, nats, logger, metrics, onDeliveries: () => worker.kick() })],
+    workers: [
+      { name: 'delivery worker', stop: () => worker.stop() },
+      { name: 'delivery sweeper', stop: async () => clearInterval(sweeper) },
+    ],
+  };
 }

@@ -1,10 +1,13 @@
 import type { FastifyInstance } from 'fastify';
 import type { Upstreams } from '../../clients/upstreams.js';
+import { analyticsRoutes } from './analytics/analytics.routes.js';
 import { apiKeysRoutes } from './api-keys/api-keys.routes.js';
+import { contactsRoutes } from './contacts/contacts.routes.js';
 import { domainsRoutes } from './domains/domains.routes.js';
 import { settingsRoutes } from './settings/settings.routes.js';
 import { suppressionsRoutes } from './suppressions/suppressions.routes.js';
 import { teamsRoutes } from './teams/teams.routes.js';
+import { webhooksRoutes } from './webhooks/webhooks.routes.js';
 
 export interface V1Deps {
   readonly upstreams: Upstreams;
@@ -14,5 +17,14 @@ export interface V1Deps {
 
 /** Every /v1 area, mounted by app.ts under /v1 and /api/v1. */
 export function v1Areas(deps: V1Deps): ((app: FastifyInstance) => Promise<void>)[] {
-  return [apiKeysRoutes(deps), teamsRoutes(deps), settingsRoutes(deps), domainsRoutes(deps), suppressionsRoutes(deps)];
+  return [
+    apiKeysRoutes(deps),
+    analyticsRoutes(deps),
+    teamsRoutes(deps),
+    settingsRoutes(deps),
+    domainsRoutes(deps),
+    suppressionsRoutes(deps),
+    contactsRoutes(deps),
+    webhooksRoutes(deps),
+  ];
 }

@@ -1,4 +1,4 @@
-import { createEvent, deleteWithOutbox, ensureOutboxIndex, NOT_DELETED, type OutboxDoc } from '@mailfleet/kit';
+import { bulkWriteInChunks, createEvent, deleteWithOutbox, ensureOutboxIndex, NOT_DELETED, type OutboxDoc } from '@mailfleet/kit';
 import type { AnyBulkWriteOperation, Collection, Db, Document } from 'mongodb';
 
 export type Permission = 'FULL' | 'SENDING';
@@ -93,7 +93,7 @@ export function createApiKeysRepository(db: Db): ApiKeysRepository {
           update: { $set: { lastUsed: t.lastUsed } },
         },
       }));
-      const res = await keys.bulkWrite(ops, { ordered: false });
+      const res = await bulkWriteInChunks(keys, ops);
       return res.modifiedCount;
     },
   };

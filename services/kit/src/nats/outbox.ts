@@ -1,5 +1,6 @@
 import type { Collection, Document, Filter, UpdateFilter } from 'mongodb';
 import type { Logger } from '../logger.js';
+import { bulkWriteInChunks } from '../mongo.js';
 import type { ServiceMetrics } from '../metrics.js';
 import type { NatsHandle } from './connection.js';
 import { encodeEvent, subjectFor, type EventEnvelope } from './events.js';
@@ -65,40 +66,57 @@ export interface OutboxRelayOptions {
   metrics?: ServiceMetrics;
   intervalMs?: number;
   batchSize?: number;
+  /** Documents published at once (each document's own events stay in order). */
+  concurrency?: number;
   /** Test hook: runs after an entry is published and before it is pulled (crash simulation). */
   afterPublish?: (entry: OutboxEntry) => Promise<void> | void;
 }
 
 export function createOutboxRelay(opts: OutboxRelayOptions): OutboxRelay {
   const intervalMs = opts.intervalMs ?? 1_000;
-  const batchSize = opts.batchSize ?? 100;
+  const batchSize = opts.batchSize ?? 500;
+  const concurrency = opts.concurrency ?? 16;
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<number> | undefined;
   let again = false;
   let stopped = false;
 
   async function passCollection(col: Collection<Document>): Promise<number> {
-    let published = 0;
     const pending = { 'outbox.0': { $exists: true } } as Filter<Document>;
     const docs = await col.find(pending, { projection: { _id: 1, outbox: 1 } }).limit(batchSize).toArray();
-    for (const doc of docs) {
-      const entries = (doc.outbox ?? []) as OutboxEntry[];
+    const published: { id: unknown; entries: OutboxEntry[] }[] = [];
+    let failure: unknown;
+    // Documents are independent: publish several at once. A document's own events stay in order.
+    const queue = [...docs];
+    const publishDoc = async (doc: Document) => {
       const done: OutboxEntry[] = [];
-      for (const entry of entries) {
-        await opts.nats.js.publish(entry.subject, encodeEvent(entry.event), { msgID: entry.id, timeout: 5_000 });
-        opts.metrics?.eventsPublished.inc({ type: entry.event.type });
-        published++;
-        await opts.afterPublish?.(entry);
-        done.push(entry);
+      try {
+        for (const entry of (doc.outbox ?? []) as OutboxEntry[]) {
+          await opts.nats.js.publish(entry.subject, encodeEvent(entry.event), { msgID: entry.id, timeout: 5_000 });
+          opts.metrics?.eventsPublished.inc({ type: entry.event.type });
+          await opts.afterPublish?.(entry);
+          done.push(entry);
+        }
+      } catch (err) {
+        failure ??= err;
       }
-      if (done.length > 0) {
-        // $pullAll of the exact entries read: FerretDB v1 ignores $pull with a condition, both servers honour this.
-        await col.updateOne({ _id: doc._id }, { $pullAll: { outbox: done } } as unknown as UpdateFilter<Document>);
-      }
+      if (done.length > 0) published.push({ id: doc._id, entries: done });
+    };
+    await Promise.all(Array.from({ length: Math.min(concurrency, queue.length) }, async () => {
+      for (let doc = queue.shift(); doc && failure === undefined; doc = queue.shift()) await publishDoc(doc);
+    }));
+    if (published.length > 0) {
+      // One round trip removes every published entry. $pullAll of the exact entries read:
+      // FerretDB v1 ignores $pull with a condition, both servers honour this.
+      await bulkWriteInChunks(col, published.map((p) => ({
+        updateOne: { filter: { _id: p.id } as Filter<Document>, update: { $pullAll: { outbox: p.entries } } as unknown as UpdateFilter<Document> },
+      })));
     }
+    if (failure !== undefined) throw failure;
     // Tombstones whose events are all out can go now.
     await col.deleteMany({ _deletedAt: { $exists: true }, 'outbox.0': { $exists: false } } as Filter<Document>);
-    return published + (docs.length === batchSize ? await passCollection(col) : 0);
+    const count = published.reduce((n, p) => n + p.entries.length, 0);
+    return count + (docs.length === batchSize ? await passCollection(col) : 0);
   }
 
   async function drainOnce(): Promise<number> {
@@ -154,4 +172,10 @@ export function createOutboxRelay(opts: OutboxRelayOptions): OutboxRelay {
 /** The index the relay's scan uses; repositories create it beside their own. */
 export async function ensureOutboxIndex(col: Collection<Document>): Promise<void> {
   await col.createIndex({ 'outbox.0.createdAt': 1 }, { name: 'outbox_pending', sparse: true });
+  // The relay's tombstone clean-up asks for this on every pass. An equivalent index under
+  // another name (created by a repository before the kit did) serves as well.
+  await col.createIndex({ _deletedAt: 1 }, { name: 'outbox_tombstones', sparse: true }).catch((err: unknown) => {
+    const code = (err as { code?: number }).code;
+    if (code !== 85 && code !== 86) throw err;
+  });
 }

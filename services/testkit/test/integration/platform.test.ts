@@ -14,6 +14,10 @@ import {
 } from '@mailfleet/deploy';
 import { testMongoUrl, testNatsUrl, waitForMail } from '@mailfleet/testkit';
 import { createFakeRepo, isAlive, readChildEnv } from './fixtures/fake-platform.js';
+import { createLogger, newId } from '@mailfleet/kit';
+import { verpAddress } from '../../../emails/src/domain/verp.js';
+import { startInboundSmtpServer } from '../../../emails/src/inbound/inbound-server.js';
+import type { InboundReport } from '../../../emails/src/inbound/reports.js';
 
 const quiet: LogSink = () => undefined;
 
@@ -105,6 +109,36 @@ describe('startPlatform (with stand-in services)', () => {
     transport.close();
     const mail = await waitForMail(platform.mailDir!, (m) => m.parsed.subject === 'to the sink', 5000);
     expect(mail.envelope.rcptTo).toEqual(['b@example.test']);
+  });
+
+  it("runs the mailbox simulator: bounce@ is refused, other mail is reported to the inbound SMTP port", async () => {
+    // The stand-in emails service does not listen there; the real listener does, as the emails service would.
+    const secret = 'platform-test-secret-0123456789abcdef';
+    const reports: Array<[string, InboundReport]> = [];
+    const inbound = await startInboundSmtpServer({
+      port: platform.ports.inboundSmtp,
+      host: '127.0.0.1',
+      bounceDomain: 'bounces.example.test',
+      secret,
+      logger: createLogger({ service: 'platform-test', level: 'silent' }),
+      onReport: async (emailId, report) => void reports.push([emailId, report]),
+    });
+    try {
+      const emailId = newId('em');
+      const returnPath = verpAddress({ secret, emailId, bounceDomain: 'bounces.example.test' });
+      const transport = nodemailer.createTransport({ url: platform.smtpUrl } as nodemailer.TransportOptions);
+      const refused = await transport
+        .sendMail({ envelope: { from: returnPath, to: 'bounce@example.test' }, raw: 'Subject: x\r\n\r\nx\r\n' })
+        .catch((e: { responseCode?: number }) => e);
+      expect(refused).toMatchObject({ responseCode: 550 });
+      await transport.sendMail({ envelope: { from: returnPath, to: 'c@example.test' }, from: 'a@example.test', to: 'c@example.test', subject: 'reported', text: 'hi' });
+      transport.close();
+      await expect.poll(() => reports, { timeout: 10_000 }).toHaveLength(1);
+      expect(reports[0]?.[0]).toBe(emailId);
+      expect(reports[0]?.[1]).toMatchObject({ kind: 'dsn', recipients: [{ recipient: 'c@example.test', action: 'delivered', status: '2.0.0' }] });
+    } finally {
+      await inbound.close();
+    }
   });
 
   it('kills and restarts one service with the same port', async () => {
@@ -201,7 +235,7 @@ describe('startPlatform failures', () => {
         natsUrl: testNatsUrl(),
         smtpUrl: 'smtp://127.0.0.1:9',
         readyTimeoutMs: 2500,
-        env: { FAKE_NOT_SERVING: 'domains' },
+        env: { FAKE_NOT_SERVING: 'domains', BOUNCE_DOMAIN: undefined },
       }).catch((e: Error) => e);
       const message = (error as Error).message;
       expect(message).toMatch(/platform not ready after 3 s; not ready: domains\n/);
@@ -209,6 +243,8 @@ describe('startPlatform failures', () => {
       expect(message).toContain('"service":"domains"');
       const env = await readChildEnv(dataDir, 'auth');
       expect(env['MONGO_URL']).toBe(testMongoUrl());
+      // The return-path domain local runs use when BOUNCE_DOMAIN is not set.
+      expect(env['BOUNCE_DOMAIN']).toBe('bounces.mailfleet.local');
       expect(isAlive(Number(env['PID']))).toBe(false);
     } finally {
       await fsp.rm(repo, { recursive: true, force: true });

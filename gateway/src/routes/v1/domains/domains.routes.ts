@@ -1,4 +1,3 @@
-import { status } from '@grpc/grpc-js';
 import { analyticsV1, domainsV1 } from '@mailfleet/proto';
 import type { FastifyInstance } from 'fastify';
 import type { Upstreams } from '../../../clients/upstreams.js';
@@ -139,11 +138,6 @@ function isoDate(value: string | undefined, field: string): Date | undefined {
   return d;
 }
 
-/** UNIMPLEMENTED: the analytics service does not serve this RPC yet (its issue is open), so there is nothing to count. */
-function notServedYet(err: unknown): boolean {
-  return (err as { code?: unknown })?.code === status.UNIMPLEMENTED;
-}
-
 /** SPEC 4.3 domains, plus PATCH for the tracking flags; errors are `{error: string}`. */
 export function domainsRoutes(deps: { upstreams: Upstreams }) {
   const { domains, analytics } = deps.upstreams;
@@ -267,16 +261,11 @@ export function domainsRoutes(deps: { upstreams: Upstreams }) {
       const p = principalOf(req);
       const d = await domainOf(p, req.params.id);
       const period = req.query.period;
-      try {
-        const r = await analytics.call.getDomainAnalytics({ teamId: p.teamId, domainId: d.id, period: PERIODS[period] });
-        return {
-          period: periodName(r.period, period), totalSent: r.totalSent, totalDelivered: r.totalDelivered, totalOpened: r.totalOpened,
-          totalClicked: r.totalClicked, deliveryRate: r.deliveryRate, openRate: r.openRate, clickRate: r.clickRate,
-        };
-      } catch (err) {
-        if (!notServedYet(err)) throw err;
-        return { period, totalSent: 0, totalDelivered: 0, totalOpened: 0, totalClicked: 0, deliveryRate: 0, openRate: 0, clickRate: 0 };
-      }
+      const r = await analytics.call.getDomainAnalytics({ teamId: p.teamId, domainId: d.id, period: PERIODS[period] });
+      return {
+        period: periodName(r.period, period), totalSent: r.totalSent, totalDelivered: r.totalDelivered, totalOpened: r.totalOpened,
+        totalClicked: r.totalClicked, deliveryRate: r.deliveryRate, openRate: r.openRate, clickRate: r.clickRate,
+      };
     });
 
     app.get<{ Params: { id: string }; Querystring: { startDate?: string; endDate?: string } }>('/domains/:id/stats', {
@@ -300,13 +289,8 @@ export function domainsRoutes(deps: { upstreams: Upstreams }) {
       const endDate = isoDate(req.query.endDate, 'endDate');
       if (startDate && endDate && startDate > endDate) throw new GatewayError(400, 'Invalid date range: startDate is after endDate');
       const d = await domainOf(p, req.params.id);
-      try {
-        const { stats } = await analytics.call.getDomainStats({ teamId: p.teamId, domainId: d.id, startDate, endDate });
-        return Object.fromEntries(STAT_FIELDS.map((f) => [f, stats?.[f] ?? 0]));
-      } catch (err) {
-        if (!notServedYet(err)) throw err;
-        return Object.fromEntries(STAT_FIELDS.map((f) => [f, 0]));
-      }
+      const { stats } = await analytics.call.getDomainStats({ teamId: p.teamId, domainId: d.id, startDate, endDate });
+      return Object.fromEntries(STAT_FIELDS.map((f) => [f, stats?.[f] ?? 0]));
     });
   };
 }

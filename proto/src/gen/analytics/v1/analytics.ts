@@ -26,17 +26,17 @@ export const protobufPackage = "analytics.v1";
 export const protobufFileName = "analytics/v1/analytics.proto";
 
 /**
- * Period is a trailing window ending now. The public value is the name
- * without the `PERIOD_` prefix, in lower case.
+ * Period is a trailing window of whole UTC days ending with today. The
+ * public value is the name without the `PERIOD_` prefix, in lower case.
  */
 export enum Period {
   /** PERIOD_UNSPECIFIED - Unset; means MONTH (the public default). */
   PERIOD_UNSPECIFIED = 0,
-  /** PERIOD_DAY - The last 24 hours. */
+  /** PERIOD_DAY - Today (UTC). */
   PERIOD_DAY = 1,
-  /** PERIOD_WEEK - The last 7 days. */
+  /** PERIOD_WEEK - The last 7 days, today included. */
   PERIOD_WEEK = 2,
-  /** PERIOD_MONTH - The last 30 days. */
+  /** PERIOD_MONTH - The last 30 days, today included. */
   PERIOD_MONTH = 3,
   UNRECOGNIZED = -1,
 }
@@ -80,7 +80,10 @@ export function periodToJSON(object: Period): string {
 
 /** EmailTypeCount is the number of emails of one type sent in a window. */
 export interface EmailTypeCount {
-  /** Email type, for example `email` (transactional) or `campaign`. */
+  /**
+   * Always `email` (every email, transactional and campaign alike; the
+   * split is in GetMetrics).
+   */
   type: string;
   /** Emails sent. */
   sent: number;
@@ -88,7 +91,10 @@ export interface EmailTypeCount {
 
 /** DailyCounts are the counts of one day of a time series. */
 export interface DailyCounts {
-  /** Short day label, for example `Mar 4`. */
+  /**
+   * Short day label: month abbreviation and two-digit day of the UTC day,
+   * for example `Nov 21` or `Mar 04` (date-fns `MMM dd`, as useSend shows).
+   */
   date: string;
   /** Emails sent. */
   sent: number;
@@ -124,7 +130,7 @@ export interface TotalCounts {
 export interface DomainVolume {
   /** Domain id. */
   id: string;
-  /** Domain name. */
+  /** Domain name as last known; the id when the service never saw the domain. */
   name: string;
   /** Emails sent from the domain. */
   emailsSent: number;
@@ -182,6 +188,11 @@ export interface ActivityItem {
 export interface GetAnalyticsRequest {
   /** Owning team. */
   teamId: string;
+  /**
+   * Only this domain (for example a domain-restricted API key); absent means
+   * all domains.
+   */
+  domainId?: string | undefined;
 }
 
 /** GetAnalyticsResponse holds today's and this month's volumes. */
@@ -196,11 +207,14 @@ export interface GetAnalyticsResponse {
 export interface GetReputationRequest {
   /** Owning team. */
   teamId: string;
-  /** Only this sending domain, by name or id; absent means all domains. */
+  /**
+   * Only this sending domain, by name or id; absent means all domains. A
+   * value naming no known domain counts nothing.
+   */
   domain?: string | undefined;
 }
 
-/** GetReputationResponse holds the reputation figures. */
+/** GetReputationResponse holds the reputation figures, over all time. */
 export interface GetReputationResponse {
   /** Emails delivered. */
   delivered: number;
@@ -218,15 +232,24 @@ export interface GetReputationResponse {
 export interface GetTimeSeriesRequest {
   /** Owning team. */
   teamId: string;
-  /** Number of days, 7 or 30; 0 means 7. */
+  /**
+   * Number of days, 7 or 30; 0 means 7. Any other value is
+   * INVALID_ARGUMENT.
+   */
   days: number;
-  /** Only this sending domain, by name or id; absent means all domains. */
+  /**
+   * Only this sending domain, by name or id; absent means all domains. A
+   * value naming no known domain counts nothing.
+   */
   domain?: string | undefined;
 }
 
 /** GetTimeSeriesResponse holds one entry per day. */
 export interface GetTimeSeriesResponse {
-  /** Daily counts, oldest first, one per day including days without email. */
+  /**
+   * Daily counts, oldest first, exactly `days` entries ending with today
+   * (UTC), days without email included.
+   */
   result: DailyCounts[];
   /** Counts summed over the window. */
   totalCounts?: TotalCounts | undefined;
@@ -238,6 +261,11 @@ export interface GetMetricsRequest {
   teamId: string;
   /** Window; UNSPECIFIED means MONTH. */
   period: Period;
+  /**
+   * Only this domain (for example a domain-restricted API key); absent means
+   * all domains.
+   */
+  domainId?: string | undefined;
 }
 
 /** GetMetricsResponse holds volumes and average rates. */
@@ -250,17 +278,24 @@ export interface GetMetricsResponse {
   marketingEmails: number;
   /** All emails sent. */
   totalEmails: number;
-  /** Average delivery rate. */
+  /** Delivered / sent x 100 over the window (an average weighted by email). */
   avgDeliveryRate: number;
-  /** Average open rate. */
+  /** Opened / delivered x 100 over the window. */
   avgOpenRate: number;
-  /** Average click rate. */
+  /** Clicked / delivered x 100 over the window. */
   avgClickRate: number;
-  /** Emails sent per domain, most first. */
+  /**
+   * Emails sent per domain, most first: every live domain of the team (0 when
+   * it sent nothing) and any deleted domain that sent in the window.
+   */
   domains: DomainVolume[];
 }
 
-/** GetStatsRequest selects the date range. */
+/**
+ * GetStatsRequest selects the date range. The range is widened to whole UTC
+ * days: from the day of `start_date` to the day of `end_date`, both
+ * included. A start after the end is INVALID_ARGUMENT.
+ */
 export interface GetStatsRequest {
   /** Owning team. */
   teamId: string;
@@ -269,7 +304,14 @@ export interface GetStatsRequest {
     | Date
     | undefined;
   /** End of the range; absent means now. */
-  endDate?: Date | undefined;
+  endDate?:
+    | Date
+    | undefined;
+  /**
+   * Only this domain (for example a domain-restricted API key); absent means
+   * all domains.
+   */
+  domainId?: string | undefined;
 }
 
 /** GetStatsResponse holds the statistics. */
@@ -308,7 +350,10 @@ export interface GetDomainAnalyticsResponse {
   clickRate: number;
 }
 
-/** GetDomainStatsRequest selects a domain and a date range. */
+/**
+ * GetDomainStatsRequest selects a domain and a date range, widened to whole
+ * UTC days as in GetStatsRequest.
+ */
 export interface GetDomainStatsRequest {
   /** Owning team. */
   teamId: string;
@@ -336,6 +381,11 @@ export interface ListActivityRequest {
   page: number;
   /** Page size, at most 100; 0 means 50. */
   limit: number;
+  /**
+   * Only events of emails sent from this domain (for example a
+   * domain-restricted API key); absent means all.
+   */
+  domainId?: string | undefined;
 }
 
 /** ListActivityResponse holds one page of activity. */
@@ -359,7 +409,14 @@ export interface ListEventsRequest {
   /** Only events with this status; UNSPECIFIED means all. */
   status: EmailStatus;
   /** Only events after this instant; absent means no bound. */
-  startDate?: Date | undefined;
+  startDate?:
+    | Date
+    | undefined;
+  /**
+   * Only events of emails sent from this domain (for example a
+   * domain-restricted API key); absent means all.
+   */
+  domainId?: string | undefined;
 }
 
 /** ListEventsResponse holds one page of events. */
@@ -1368,13 +1425,16 @@ export const ActivityItem: MessageFns<ActivityItem> = {
 };
 
 function createBaseGetAnalyticsRequest(): GetAnalyticsRequest {
-  return { teamId: "" };
+  return { teamId: "", domainId: undefined };
 }
 
 export const GetAnalyticsRequest: MessageFns<GetAnalyticsRequest> = {
   encode(message: GetAnalyticsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.teamId !== "") {
       writer.uint32(10).string(message.teamId);
+    }
+    if (message.domainId !== undefined) {
+      writer.uint32(18).string(message.domainId);
     }
     return writer;
   },
@@ -1400,6 +1460,14 @@ export const GetAnalyticsRequest: MessageFns<GetAnalyticsRequest> = {
             message.teamId = reader.string();
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.domainId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1419,6 +1487,11 @@ export const GetAnalyticsRequest: MessageFns<GetAnalyticsRequest> = {
         : isSet(object.team_id)
         ? globalThis.String(object.team_id)
         : "",
+      domainId: isSet(object.domainId)
+        ? globalThis.String(object.domainId)
+        : isSet(object.domain_id)
+        ? globalThis.String(object.domain_id)
+        : undefined,
     };
   },
 
@@ -1426,6 +1499,9 @@ export const GetAnalyticsRequest: MessageFns<GetAnalyticsRequest> = {
     const obj: any = {};
     if (message.teamId !== "") {
       obj.teamId = message.teamId;
+    }
+    if (message.domainId !== undefined) {
+      obj.domainId = message.domainId;
     }
     return obj;
   },
@@ -1436,6 +1512,7 @@ export const GetAnalyticsRequest: MessageFns<GetAnalyticsRequest> = {
   fromPartial<I extends Exact<DeepPartial<GetAnalyticsRequest>, I>>(object: I): GetAnalyticsRequest {
     const message = createBaseGetAnalyticsRequest();
     message.teamId = object.teamId ?? "";
+    message.domainId = object.domainId ?? undefined;
     return message;
   },
 };
@@ -1956,7 +2033,7 @@ export const GetTimeSeriesResponse: MessageFns<GetTimeSeriesResponse> = {
 };
 
 function createBaseGetMetricsRequest(): GetMetricsRequest {
-  return { teamId: "", period: 0 };
+  return { teamId: "", period: 0, domainId: undefined };
 }
 
 export const GetMetricsRequest: MessageFns<GetMetricsRequest> = {
@@ -1966,6 +2043,9 @@ export const GetMetricsRequest: MessageFns<GetMetricsRequest> = {
     }
     if (message.period !== 0) {
       writer.uint32(16).int32(message.period);
+    }
+    if (message.domainId !== undefined) {
+      writer.uint32(26).string(message.domainId);
     }
     return writer;
   },
@@ -1999,6 +2079,14 @@ export const GetMetricsRequest: MessageFns<GetMetricsRequest> = {
             message.period = reader.int32() as any;
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.domainId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2019,6 +2107,11 @@ export const GetMetricsRequest: MessageFns<GetMetricsRequest> = {
         ? globalThis.String(object.team_id)
         : "",
       period: isSet(object.period) ? periodFromJSON(object.period) : 0,
+      domainId: isSet(object.domainId)
+        ? globalThis.String(object.domainId)
+        : isSet(object.domain_id)
+        ? globalThis.String(object.domain_id)
+        : undefined,
     };
   },
 
@@ -2030,6 +2123,9 @@ export const GetMetricsRequest: MessageFns<GetMetricsRequest> = {
     if (message.period !== 0) {
       obj.period = periodToJSON(message.period);
     }
+    if (message.domainId !== undefined) {
+      obj.domainId = message.domainId;
+    }
     return obj;
   },
 
@@ -2040,6 +2136,7 @@ export const GetMetricsRequest: MessageFns<GetMetricsRequest> = {
     const message = createBaseGetMetricsRequest();
     message.teamId = object.teamId ?? "";
     message.period = object.period ?? 0;
+    message.domainId = object.domainId ?? undefined;
     return message;
   },
 };
@@ -2261,7 +2358,7 @@ export const GetMetricsResponse: MessageFns<GetMetricsResponse> = {
 };
 
 function createBaseGetStatsRequest(): GetStatsRequest {
-  return { teamId: "", startDate: undefined, endDate: undefined };
+  return { teamId: "", startDate: undefined, endDate: undefined, domainId: undefined };
 }
 
 export const GetStatsRequest: MessageFns<GetStatsRequest> = {
@@ -2274,6 +2371,9 @@ export const GetStatsRequest: MessageFns<GetStatsRequest> = {
     }
     if (message.endDate !== undefined) {
       Timestamp.encode(toTimestamp(message.endDate), writer.uint32(26).fork()).join();
+    }
+    if (message.domainId !== undefined) {
+      writer.uint32(34).string(message.domainId);
     }
     return writer;
   },
@@ -2315,6 +2415,14 @@ export const GetStatsRequest: MessageFns<GetStatsRequest> = {
             message.endDate = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.domainId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2344,6 +2452,11 @@ export const GetStatsRequest: MessageFns<GetStatsRequest> = {
         : isSet(object.end_date)
         ? fromJsonTimestamp(object.end_date)
         : undefined,
+      domainId: isSet(object.domainId)
+        ? globalThis.String(object.domainId)
+        : isSet(object.domain_id)
+        ? globalThis.String(object.domain_id)
+        : undefined,
     };
   },
 
@@ -2358,6 +2471,9 @@ export const GetStatsRequest: MessageFns<GetStatsRequest> = {
     if (message.endDate !== undefined) {
       obj.endDate = message.endDate.toISOString();
     }
+    if (message.domainId !== undefined) {
+      obj.domainId = message.domainId;
+    }
     return obj;
   },
 
@@ -2369,6 +2485,7 @@ export const GetStatsRequest: MessageFns<GetStatsRequest> = {
     message.teamId = object.teamId ?? "";
     message.startDate = object.startDate ?? undefined;
     message.endDate = object.endDate ?? undefined;
+    message.domainId = object.domainId ?? undefined;
     return message;
   },
 };
@@ -2968,7 +3085,7 @@ export const GetDomainStatsResponse: MessageFns<GetDomainStatsResponse> = {
 };
 
 function createBaseListActivityRequest(): ListActivityRequest {
-  return { teamId: "", page: 0, limit: 0 };
+  return { teamId: "", page: 0, limit: 0, domainId: undefined };
 }
 
 export const ListActivityRequest: MessageFns<ListActivityRequest> = {
@@ -2981,6 +3098,9 @@ export const ListActivityRequest: MessageFns<ListActivityRequest> = {
     }
     if (message.limit !== 0) {
       writer.uint32(24).int32(message.limit);
+    }
+    if (message.domainId !== undefined) {
+      writer.uint32(34).string(message.domainId);
     }
     return writer;
   },
@@ -3022,6 +3142,14 @@ export const ListActivityRequest: MessageFns<ListActivityRequest> = {
             message.limit = reader.int32();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.domainId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3043,6 +3171,11 @@ export const ListActivityRequest: MessageFns<ListActivityRequest> = {
         : "",
       page: isSet(object.page) ? globalThis.Number(object.page) : 0,
       limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
+      domainId: isSet(object.domainId)
+        ? globalThis.String(object.domainId)
+        : isSet(object.domain_id)
+        ? globalThis.String(object.domain_id)
+        : undefined,
     };
   },
 
@@ -3057,6 +3190,9 @@ export const ListActivityRequest: MessageFns<ListActivityRequest> = {
     if (message.limit !== 0) {
       obj.limit = Math.round(message.limit);
     }
+    if (message.domainId !== undefined) {
+      obj.domainId = message.domainId;
+    }
     return obj;
   },
 
@@ -3068,6 +3204,7 @@ export const ListActivityRequest: MessageFns<ListActivityRequest> = {
     message.teamId = object.teamId ?? "";
     message.page = object.page ?? 0;
     message.limit = object.limit ?? 0;
+    message.domainId = object.domainId ?? undefined;
     return message;
   },
 };
@@ -3176,7 +3313,7 @@ export const ListActivityResponse: MessageFns<ListActivityResponse> = {
 };
 
 function createBaseListEventsRequest(): ListEventsRequest {
-  return { teamId: "", page: 0, limit: 0, status: 0, startDate: undefined };
+  return { teamId: "", page: 0, limit: 0, status: 0, startDate: undefined, domainId: undefined };
 }
 
 export const ListEventsRequest: MessageFns<ListEventsRequest> = {
@@ -3195,6 +3332,9 @@ export const ListEventsRequest: MessageFns<ListEventsRequest> = {
     }
     if (message.startDate !== undefined) {
       Timestamp.encode(toTimestamp(message.startDate), writer.uint32(42).fork()).join();
+    }
+    if (message.domainId !== undefined) {
+      writer.uint32(50).string(message.domainId);
     }
     return writer;
   },
@@ -3252,6 +3392,14 @@ export const ListEventsRequest: MessageFns<ListEventsRequest> = {
             message.startDate = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.domainId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3279,6 +3427,11 @@ export const ListEventsRequest: MessageFns<ListEventsRequest> = {
         : isSet(object.start_date)
         ? fromJsonTimestamp(object.start_date)
         : undefined,
+      domainId: isSet(object.domainId)
+        ? globalThis.String(object.domainId)
+        : isSet(object.domain_id)
+        ? globalThis.String(object.domain_id)
+        : undefined,
     };
   },
 
@@ -3299,6 +3452,9 @@ export const ListEventsRequest: MessageFns<ListEventsRequest> = {
     if (message.startDate !== undefined) {
       obj.startDate = message.startDate.toISOString();
     }
+    if (message.domainId !== undefined) {
+      obj.domainId = message.domainId;
+    }
     return obj;
   },
 
@@ -3312,6 +3468,7 @@ export const ListEventsRequest: MessageFns<ListEventsRequest> = {
     message.limit = object.limit ?? 0;
     message.status = object.status ?? 0;
     message.startDate = object.startDate ?? undefined;
+    message.domainId = object.domainId ?? undefined;
     return message;
   },
 };

@@ -25,6 +25,70 @@ export const protobufPackage = "contacts.v1";
 export const protobufFileName = "contacts/v1/contacts.proto";
 
 /**
+ * UnsubscribeReason is why a contact stopped receiving email; the value
+ * name without the `UNSUBSCRIBE_REASON_` prefix is the `reason` of the
+ * internal `contact.unsubscribed` event (and of the suppression it causes).
+ */
+export enum UnsubscribeReason {
+  /**
+   * UNSUBSCRIBE_REASON_UNSPECIFIED - Unset: derived from the free-text reason when that names a reason,
+   * otherwise UNSUBSCRIBE.
+   */
+  UNSUBSCRIBE_REASON_UNSPECIFIED = 0,
+  /** UNSUBSCRIBE_REASON_UNSUBSCRIBE - The recipient opted out (unsubscribe link, List-Unsubscribe-Post). */
+  UNSUBSCRIBE_REASON_UNSUBSCRIBE = 1,
+  /** UNSUBSCRIBE_REASON_HARD_BOUNCE - The address bounced permanently. */
+  UNSUBSCRIBE_REASON_HARD_BOUNCE = 2,
+  /** UNSUBSCRIBE_REASON_COMPLAINT - The recipient marked an email as spam. */
+  UNSUBSCRIBE_REASON_COMPLAINT = 3,
+  /** UNSUBSCRIBE_REASON_MANUAL - The team set `subscribed: false` itself (API or import). */
+  UNSUBSCRIBE_REASON_MANUAL = 4,
+  UNRECOGNIZED = -1,
+}
+
+export function unsubscribeReasonFromJSON(object: any): UnsubscribeReason {
+  switch (object) {
+    case 0:
+    case "UNSUBSCRIBE_REASON_UNSPECIFIED":
+      return UnsubscribeReason.UNSUBSCRIBE_REASON_UNSPECIFIED;
+    case 1:
+    case "UNSUBSCRIBE_REASON_UNSUBSCRIBE":
+      return UnsubscribeReason.UNSUBSCRIBE_REASON_UNSUBSCRIBE;
+    case 2:
+    case "UNSUBSCRIBE_REASON_HARD_BOUNCE":
+      return UnsubscribeReason.UNSUBSCRIBE_REASON_HARD_BOUNCE;
+    case 3:
+    case "UNSUBSCRIBE_REASON_COMPLAINT":
+      return UnsubscribeReason.UNSUBSCRIBE_REASON_COMPLAINT;
+    case 4:
+    case "UNSUBSCRIBE_REASON_MANUAL":
+      return UnsubscribeReason.UNSUBSCRIBE_REASON_MANUAL;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return UnsubscribeReason.UNRECOGNIZED;
+  }
+}
+
+export function unsubscribeReasonToJSON(object: UnsubscribeReason): string {
+  switch (object) {
+    case UnsubscribeReason.UNSUBSCRIBE_REASON_UNSPECIFIED:
+      return "UNSUBSCRIBE_REASON_UNSPECIFIED";
+    case UnsubscribeReason.UNSUBSCRIBE_REASON_UNSUBSCRIBE:
+      return "UNSUBSCRIBE_REASON_UNSUBSCRIBE";
+    case UnsubscribeReason.UNSUBSCRIBE_REASON_HARD_BOUNCE:
+      return "UNSUBSCRIBE_REASON_HARD_BOUNCE";
+    case UnsubscribeReason.UNSUBSCRIBE_REASON_COMPLAINT:
+      return "UNSUBSCRIBE_REASON_COMPLAINT";
+    case UnsubscribeReason.UNSUBSCRIBE_REASON_MANUAL:
+      return "UNSUBSCRIBE_REASON_MANUAL";
+    case UnsubscribeReason.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
+/**
  * Properties is a set of custom string properties, wrapped so that an update
  * can tell "leave unchanged" (absent) from "set to empty" (present, empty).
  */
@@ -44,7 +108,7 @@ export interface ContactBook {
   id: string;
   /** Book name (min 1 character). */
   name: string;
-  /** Emoji shown next to the name; empty when none. */
+  /** Emoji shown next to the name; `📙` when none was given. */
   emoji: string;
   /** Owning team. */
   teamId: string;
@@ -144,12 +208,21 @@ export interface Unsubscribe {
   firstName: string;
   /** Last name; empty when unknown. */
   lastName: string;
-  /** Why the contact unsubscribed, for example `campaign link` or `manual`. */
+  /**
+   * Why the contact unsubscribed, as given by the caller (for example
+   * `campaign link`), or the reason name (for example `HARD_BOUNCE`).
+   */
   reason: string;
   /** Book of the contact. */
   contactBookId: string;
   /** When the contact unsubscribed. */
-  createdAt?: Date | undefined;
+  createdAt?:
+    | Date
+    | undefined;
+  /** Why the contact unsubscribed, as a reason code. */
+  reasonCode: UnsubscribeReason;
+  /** What caused it (a campaign id, an email id); absent when unknown. */
+  source?: string | undefined;
 }
 
 /** CreateContactBookRequest describes a new book. */
@@ -158,7 +231,7 @@ export interface CreateContactBookRequest {
   teamId: string;
   /** Book name (min 1 character). */
   name: string;
-  /** Emoji; absent means none. */
+  /** Emoji; absent means the default `📙`. */
   emoji?:
     | string
     | undefined;
@@ -241,7 +314,8 @@ export interface DeleteContactBookRequest {
 
 /**
  * DeleteContactBookResponse is empty: success means the book and its
- * contacts are gone.
+ * contacts are gone from every read (the purge of the contacts may still be
+ * running).
  */
 export interface DeleteContactBookResponse {
 }
@@ -348,19 +422,28 @@ export interface ListContactsRequest {
   teamId: string;
   /** Book to list. */
   contactBookId: string;
-  /** 1-based page; 0 means 1. */
+  /** 1-based page; 0 means 1; negative is INVALID_ARGUMENT. */
   page: number;
-  /** Page size; 0 means the default 5000. */
+  /**
+   * Page size, at most 10000 (INVALID_ARGUMENT above); 0 means the default
+   * 5000.
+   */
   limit: number;
-  /** Only contacts with one of these emails; empty means no filter. */
+  /**
+   * Only contacts with one of these emails (matched case-insensitively);
+   * empty means no filter.
+   */
   emails: string[];
-  /** Only contacts with one of these ids; empty means no filter. */
+  /**
+   * Only contacts with one of these ids; empty means no filter. Combined
+   * with `emails`, a contact must match both.
+   */
   ids: string[];
 }
 
 /** ListContactsResponse holds one page of contacts. */
 export interface ListContactsResponse {
-  /** Contacts, oldest first. */
+  /** Contacts, oldest first (ties by id): a stable order for paging. */
   contacts: Contact[];
 }
 
@@ -374,14 +457,34 @@ export interface BulkUpsertContactsRequest {
   contacts: ContactInput[];
 }
 
+/** BulkItemError is one item of a bulk upsert that was not stored. */
+export interface BulkItemError {
+  /** Index of the item in the request's `contacts`. */
+  index: number;
+  /** Email of the item, as given. */
+  email: string;
+  /**
+   * Machine-readable code: `INVALID_EMAIL`, `DUPLICATE_IN_BATCH` or
+   * `CONFLICT` (changed concurrently too often; retry).
+   */
+  code: string;
+  /** Human-readable explanation. */
+  message: string;
+}
+
 /** BulkUpsertContactsResponse reports the outcome. */
 export interface BulkUpsertContactsResponse {
-  /** Ids of the stored contacts, in request order. */
+  /**
+   * Ids of the stored contacts, in request order; empty for an item listed
+   * in `errors`.
+   */
   contactIds: string[];
   /** Number of contacts created. */
   createdCount: number;
-  /** Number of contacts updated. */
+  /** Number of contacts updated (including ones left unchanged). */
   updatedCount: number;
+  /** Items that were not stored, by index. */
+  errors: BulkItemError[];
 }
 
 /** BulkDeleteContactsRequest is a batch of contacts to delete. */
@@ -408,10 +511,19 @@ export interface UnsubscribeContactRequest {
   teamId: string;
   /** Contact to unsubscribe. */
   contactId: string;
-  /** Why, as shown in the unsubscribes list. */
+  /** Why, as shown in the unsubscribes list; empty means the reason name. */
   reason: string;
-  /** Campaign whose link was used; absent for other sources. */
-  campaignId?: string | undefined;
+  /**
+   * Campaign whose link was used; absent for other sources. It is the
+   * event's `source` when `source` is absent.
+   */
+  campaignId?:
+    | string
+    | undefined;
+  /** Reason code; UNSPECIFIED means UNSUBSCRIBE unless `reason` names one. */
+  reasonCode: UnsubscribeReason;
+  /** What caused it (for example an email id); absent means `campaign_id`. */
+  source?: string | undefined;
 }
 
 /** UnsubscribeContactResponse holds the unsubscribed contact. */
@@ -426,8 +538,12 @@ export interface UnsubscribeByEmailRequest {
   teamId: string;
   /** Address to unsubscribe in every book of the team. */
   email: string;
-  /** Why, as shown in the unsubscribes list. */
+  /** Why, as shown in the unsubscribes list; empty means the reason name. */
   reason: string;
+  /** Reason code; UNSPECIFIED means UNSUBSCRIBE unless `reason` names one. */
+  reasonCode: UnsubscribeReason;
+  /** What caused it (a campaign id, an email id); absent when unknown. */
+  source?: string | undefined;
 }
 
 /** UnsubscribeByEmailResponse reports the outcome. */
@@ -460,17 +576,20 @@ export interface ListBookContactsRequest {
   teamId: string;
   /** Book to page through. */
   contactBookId: string;
-  /** Cursor from the previous response; absent starts at the beginning. */
+  /**
+   * Cursor from the previous response; absent starts at the beginning.
+   * INVALID_ARGUMENT when it is not a cursor this service issued.
+   */
   cursor?:
     | string
     | undefined;
-  /** Page size, at most 1000; 0 means 1000. */
+  /** Page size, at most 1000 (INVALID_ARGUMENT above); 0 means 1000. */
   limit: number;
 }
 
 /** ListBookContactsResponse holds one page of subscribed contacts. */
 export interface ListBookContactsResponse {
-  /** Subscribed contacts, in a stable order. */
+  /** Subscribed contacts, in creation order (ties by id). */
   contacts: Contact[];
   /** Cursor for the next page; absent when this is the last page. */
   nextCursor?: string | undefined;
@@ -1626,7 +1745,17 @@ export const ContactBookDetails: MessageFns<ContactBookDetails> = {
 };
 
 function createBaseUnsubscribe(): Unsubscribe {
-  return { contactId: "", email: "", firstName: "", lastName: "", reason: "", contactBookId: "", createdAt: undefined };
+  return {
+    contactId: "",
+    email: "",
+    firstName: "",
+    lastName: "",
+    reason: "",
+    contactBookId: "",
+    createdAt: undefined,
+    reasonCode: 0,
+    source: undefined,
+  };
 }
 
 export const Unsubscribe: MessageFns<Unsubscribe> = {
@@ -1651,6 +1780,12 @@ export const Unsubscribe: MessageFns<Unsubscribe> = {
     }
     if (message.createdAt !== undefined) {
       Timestamp.encode(toTimestamp(message.createdAt), writer.uint32(58).fork()).join();
+    }
+    if (message.reasonCode !== 0) {
+      writer.uint32(64).int32(message.reasonCode);
+    }
+    if (message.source !== undefined) {
+      writer.uint32(74).string(message.source);
     }
     return writer;
   },
@@ -1724,6 +1859,22 @@ export const Unsubscribe: MessageFns<Unsubscribe> = {
             message.createdAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.reasonCode = reader.int32() as any;
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.source = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1765,6 +1916,12 @@ export const Unsubscribe: MessageFns<Unsubscribe> = {
         : isSet(object.created_at)
         ? fromJsonTimestamp(object.created_at)
         : undefined,
+      reasonCode: isSet(object.reasonCode)
+        ? unsubscribeReasonFromJSON(object.reasonCode)
+        : isSet(object.reason_code)
+        ? unsubscribeReasonFromJSON(object.reason_code)
+        : 0,
+      source: isSet(object.source) ? globalThis.String(object.source) : undefined,
     };
   },
 
@@ -1791,6 +1948,12 @@ export const Unsubscribe: MessageFns<Unsubscribe> = {
     if (message.createdAt !== undefined) {
       obj.createdAt = message.createdAt.toISOString();
     }
+    if (message.reasonCode !== 0) {
+      obj.reasonCode = unsubscribeReasonToJSON(message.reasonCode);
+    }
+    if (message.source !== undefined) {
+      obj.source = message.source;
+    }
     return obj;
   },
 
@@ -1806,6 +1969,8 @@ export const Unsubscribe: MessageFns<Unsubscribe> = {
     message.reason = object.reason ?? "";
     message.contactBookId = object.contactBookId ?? "";
     message.createdAt = object.createdAt ?? undefined;
+    message.reasonCode = object.reasonCode ?? 0;
+    message.source = object.source ?? undefined;
     return message;
   },
 };
@@ -4146,8 +4311,125 @@ export const BulkUpsertContactsRequest: MessageFns<BulkUpsertContactsRequest> = 
   },
 };
 
+function createBaseBulkItemError(): BulkItemError {
+  return { index: 0, email: "", code: "", message: "" };
+}
+
+export const BulkItemError: MessageFns<BulkItemError> = {
+  encode(message: BulkItemError, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.index !== 0) {
+      writer.uint32(8).int32(message.index);
+    }
+    if (message.email !== "") {
+      writer.uint32(18).string(message.email);
+    }
+    if (message.code !== "") {
+      writer.uint32(26).string(message.code);
+    }
+    if (message.message !== "") {
+      writer.uint32(34).string(message.message);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): BulkItemError {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseBulkItemError();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.index = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.email = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.code = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): BulkItemError {
+    return {
+      index: isSet(object.index) ? globalThis.Number(object.index) : 0,
+      email: isSet(object.email) ? globalThis.String(object.email) : "",
+      code: isSet(object.code) ? globalThis.String(object.code) : "",
+      message: isSet(object.message) ? globalThis.String(object.message) : "",
+    };
+  },
+
+  toJSON(message: BulkItemError): unknown {
+    const obj: any = {};
+    if (message.index !== 0) {
+      obj.index = Math.round(message.index);
+    }
+    if (message.email !== "") {
+      obj.email = message.email;
+    }
+    if (message.code !== "") {
+      obj.code = message.code;
+    }
+    if (message.message !== "") {
+      obj.message = message.message;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<BulkItemError>, I>>(base?: I): BulkItemError {
+    return BulkItemError.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<BulkItemError>, I>>(object: I): BulkItemError {
+    const message = createBaseBulkItemError();
+    message.index = object.index ?? 0;
+    message.email = object.email ?? "";
+    message.code = object.code ?? "";
+    message.message = object.message ?? "";
+    return message;
+  },
+};
+
 function createBaseBulkUpsertContactsResponse(): BulkUpsertContactsResponse {
-  return { contactIds: [], createdCount: 0, updatedCount: 0 };
+  return { contactIds: [], createdCount: 0, updatedCount: 0, errors: [] };
 }
 
 export const BulkUpsertContactsResponse: MessageFns<BulkUpsertContactsResponse> = {
@@ -4160,6 +4442,9 @@ export const BulkUpsertContactsResponse: MessageFns<BulkUpsertContactsResponse> 
     }
     if (message.updatedCount !== 0) {
       writer.uint32(24).int32(message.updatedCount);
+    }
+    for (const v of message.errors) {
+      BulkItemError.encode(v!, writer.uint32(34).fork()).join();
     }
     return writer;
   },
@@ -4201,6 +4486,14 @@ export const BulkUpsertContactsResponse: MessageFns<BulkUpsertContactsResponse> 
             message.updatedCount = reader.int32();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.errors.push(BulkItemError.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4230,6 +4523,7 @@ export const BulkUpsertContactsResponse: MessageFns<BulkUpsertContactsResponse> 
         : isSet(object.updated_count)
         ? globalThis.Number(object.updated_count)
         : 0,
+      errors: globalThis.Array.isArray(object?.errors) ? object.errors.map((e: any) => BulkItemError.fromJSON(e)) : [],
     };
   },
 
@@ -4244,6 +4538,9 @@ export const BulkUpsertContactsResponse: MessageFns<BulkUpsertContactsResponse> 
     if (message.updatedCount !== 0) {
       obj.updatedCount = Math.round(message.updatedCount);
     }
+    if (message.errors?.length) {
+      obj.errors = message.errors.map((e) => BulkItemError.toJSON(e));
+    }
     return obj;
   },
 
@@ -4255,6 +4552,7 @@ export const BulkUpsertContactsResponse: MessageFns<BulkUpsertContactsResponse> 
     message.contactIds = object.contactIds?.map((e) => e) || [];
     message.createdCount = object.createdCount ?? 0;
     message.updatedCount = object.updatedCount ?? 0;
+    message.errors = object.errors?.map((e) => BulkItemError.fromPartial(e)) || [];
     return message;
   },
 };
@@ -4462,7 +4760,7 @@ export const BulkDeleteContactsResponse: MessageFns<BulkDeleteContactsResponse> 
 };
 
 function createBaseUnsubscribeContactRequest(): UnsubscribeContactRequest {
-  return { teamId: "", contactId: "", reason: "", campaignId: undefined };
+  return { teamId: "", contactId: "", reason: "", campaignId: undefined, reasonCode: 0, source: undefined };
 }
 
 export const UnsubscribeContactRequest: MessageFns<UnsubscribeContactRequest> = {
@@ -4478,6 +4776,12 @@ export const UnsubscribeContactRequest: MessageFns<UnsubscribeContactRequest> = 
     }
     if (message.campaignId !== undefined) {
       writer.uint32(34).string(message.campaignId);
+    }
+    if (message.reasonCode !== 0) {
+      writer.uint32(40).int32(message.reasonCode);
+    }
+    if (message.source !== undefined) {
+      writer.uint32(50).string(message.source);
     }
     return writer;
   },
@@ -4527,6 +4831,22 @@ export const UnsubscribeContactRequest: MessageFns<UnsubscribeContactRequest> = 
             message.campaignId = reader.string();
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.reasonCode = reader.int32() as any;
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.source = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4557,6 +4877,12 @@ export const UnsubscribeContactRequest: MessageFns<UnsubscribeContactRequest> = 
         : isSet(object.campaign_id)
         ? globalThis.String(object.campaign_id)
         : undefined,
+      reasonCode: isSet(object.reasonCode)
+        ? unsubscribeReasonFromJSON(object.reasonCode)
+        : isSet(object.reason_code)
+        ? unsubscribeReasonFromJSON(object.reason_code)
+        : 0,
+      source: isSet(object.source) ? globalThis.String(object.source) : undefined,
     };
   },
 
@@ -4574,6 +4900,12 @@ export const UnsubscribeContactRequest: MessageFns<UnsubscribeContactRequest> = 
     if (message.campaignId !== undefined) {
       obj.campaignId = message.campaignId;
     }
+    if (message.reasonCode !== 0) {
+      obj.reasonCode = unsubscribeReasonToJSON(message.reasonCode);
+    }
+    if (message.source !== undefined) {
+      obj.source = message.source;
+    }
     return obj;
   },
 
@@ -4586,6 +4918,8 @@ export const UnsubscribeContactRequest: MessageFns<UnsubscribeContactRequest> = 
     message.contactId = object.contactId ?? "";
     message.reason = object.reason ?? "";
     message.campaignId = object.campaignId ?? undefined;
+    message.reasonCode = object.reasonCode ?? 0;
+    message.source = object.source ?? undefined;
     return message;
   },
 };
@@ -4660,7 +4994,7 @@ export const UnsubscribeContactResponse: MessageFns<UnsubscribeContactResponse> 
 };
 
 function createBaseUnsubscribeByEmailRequest(): UnsubscribeByEmailRequest {
-  return { teamId: "", email: "", reason: "" };
+  return { teamId: "", email: "", reason: "", reasonCode: 0, source: undefined };
 }
 
 export const UnsubscribeByEmailRequest: MessageFns<UnsubscribeByEmailRequest> = {
@@ -4673,6 +5007,12 @@ export const UnsubscribeByEmailRequest: MessageFns<UnsubscribeByEmailRequest> = 
     }
     if (message.reason !== "") {
       writer.uint32(26).string(message.reason);
+    }
+    if (message.reasonCode !== 0) {
+      writer.uint32(32).int32(message.reasonCode);
+    }
+    if (message.source !== undefined) {
+      writer.uint32(42).string(message.source);
     }
     return writer;
   },
@@ -4714,6 +5054,22 @@ export const UnsubscribeByEmailRequest: MessageFns<UnsubscribeByEmailRequest> = 
             message.reason = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.reasonCode = reader.int32() as any;
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.source = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4735,6 +5091,12 @@ export const UnsubscribeByEmailRequest: MessageFns<UnsubscribeByEmailRequest> = 
         : "",
       email: isSet(object.email) ? globalThis.String(object.email) : "",
       reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      reasonCode: isSet(object.reasonCode)
+        ? unsubscribeReasonFromJSON(object.reasonCode)
+        : isSet(object.reason_code)
+        ? unsubscribeReasonFromJSON(object.reason_code)
+        : 0,
+      source: isSet(object.source) ? globalThis.String(object.source) : undefined,
     };
   },
 
@@ -4749,6 +5111,12 @@ export const UnsubscribeByEmailRequest: MessageFns<UnsubscribeByEmailRequest> = 
     if (message.reason !== "") {
       obj.reason = message.reason;
     }
+    if (message.reasonCode !== 0) {
+      obj.reasonCode = unsubscribeReasonToJSON(message.reasonCode);
+    }
+    if (message.source !== undefined) {
+      obj.source = message.source;
+    }
     return obj;
   },
 
@@ -4760,6 +5128,8 @@ export const UnsubscribeByEmailRequest: MessageFns<UnsubscribeByEmailRequest> = 
     message.teamId = object.teamId ?? "";
     message.email = object.email ?? "";
     message.reason = object.reason ?? "";
+    message.reasonCode = object.reasonCode ?? 0;
+    message.source = object.source ?? undefined;
     return message;
   },
 };
@@ -5306,7 +5676,9 @@ export const ContactsServiceService = {
   },
   /**
    * DeleteContactBook permanently deletes a book and its contacts
-   * (DELETE /v1/contactBooks/{id}).
+   * (DELETE /v1/contactBooks/{id}). The book and its contacts disappear from
+   * every read at once; the contacts are then purged in batches (each with
+   * `contact.deleted`), finished by a background sweeper if interrupted.
    */
   deleteContactBook: {
     path: "/contacts.v1.ContactsService/DeleteContactBook" as const,
@@ -5398,7 +5770,9 @@ export const ContactsServiceService = {
   },
   /**
    * BulkUpsertContacts creates or updates up to 1000 contacts of one book by
-   * email; INVALID_ARGUMENT above 1000.
+   * email; INVALID_ARGUMENT above 1000. An invalid item (bad email, repeated
+   * email in the batch) does not fail the call: it is reported in `errors`
+   * with its index and the other items are stored.
    */
   bulkUpsertContacts: {
     path: "/contacts.v1.ContactsService/BulkUpsertContacts" as const,
@@ -5427,8 +5801,10 @@ export const ContactsServiceService = {
     responseDeserialize: (value: Buffer): BulkDeleteContactsResponse => BulkDeleteContactsResponse.decode(value),
   },
   /**
-   * UnsubscribeContact marks one contact unsubscribed and records why;
-   * idempotent.
+   * UnsubscribeContact marks one contact unsubscribed and records why (used
+   * by the campaign unsubscribe link and one-click POST); idempotent: a
+   * contact already unsubscribed is returned unchanged and nothing is
+   * published.
    */
   unsubscribeContact: {
     path: "/contacts.v1.ContactsService/UnsubscribeContact" as const,
@@ -5443,7 +5819,8 @@ export const ContactsServiceService = {
   },
   /**
    * UnsubscribeByEmail marks every contact of the team with this email
-   * unsubscribed (for example after a List-Unsubscribe request); idempotent.
+   * unsubscribed, in every book (for example after a hard bounce or a
+   * complaint); idempotent.
    */
   unsubscribeByEmail: {
     path: "/contacts.v1.ContactsService/UnsubscribeByEmail" as const,
@@ -5510,7 +5887,9 @@ export interface ContactsServiceServer extends UntypedServiceImplementation {
   updateContactBook: handleUnaryCall<UpdateContactBookRequest, UpdateContactBookResponse>;
   /**
    * DeleteContactBook permanently deletes a book and its contacts
-   * (DELETE /v1/contactBooks/{id}).
+   * (DELETE /v1/contactBooks/{id}). The book and its contacts disappear from
+   * every read at once; the contacts are then purged in batches (each with
+   * `contact.deleted`), finished by a background sweeper if interrupted.
    */
   deleteContactBook: handleUnaryCall<DeleteContactBookRequest, DeleteContactBookResponse>;
   /**
@@ -5539,7 +5918,9 @@ export interface ContactsServiceServer extends UntypedServiceImplementation {
   listContacts: handleUnaryCall<ListContactsRequest, ListContactsResponse>;
   /**
    * BulkUpsertContacts creates or updates up to 1000 contacts of one book by
-   * email; INVALID_ARGUMENT above 1000.
+   * email; INVALID_ARGUMENT above 1000. An invalid item (bad email, repeated
+   * email in the batch) does not fail the call: it is reported in `errors`
+   * with its index and the other items are stored.
    */
   bulkUpsertContacts: handleUnaryCall<BulkUpsertContactsRequest, BulkUpsertContactsResponse>;
   /**
@@ -5548,13 +5929,16 @@ export interface ContactsServiceServer extends UntypedServiceImplementation {
    */
   bulkDeleteContacts: handleUnaryCall<BulkDeleteContactsRequest, BulkDeleteContactsResponse>;
   /**
-   * UnsubscribeContact marks one contact unsubscribed and records why;
-   * idempotent.
+   * UnsubscribeContact marks one contact unsubscribed and records why (used
+   * by the campaign unsubscribe link and one-click POST); idempotent: a
+   * contact already unsubscribed is returned unchanged and nothing is
+   * published.
    */
   unsubscribeContact: handleUnaryCall<UnsubscribeContactRequest, UnsubscribeContactResponse>;
   /**
    * UnsubscribeByEmail marks every contact of the team with this email
-   * unsubscribed (for example after a List-Unsubscribe request); idempotent.
+   * unsubscribed, in every book (for example after a hard bounce or a
+   * complaint); idempotent.
    */
   unsubscribeByEmail: handleUnaryCall<UnsubscribeByEmailRequest, UnsubscribeByEmailResponse>;
   /**
@@ -5647,7 +6031,9 @@ export interface ContactsServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * DeleteContactBook permanently deletes a book and its contacts
-   * (DELETE /v1/contactBooks/{id}).
+   * (DELETE /v1/contactBooks/{id}). The book and its contacts disappear from
+   * every read at once; the contacts are then purged in batches (each with
+   * `contact.deleted`), finished by a background sweeper if interrupted.
    */
   deleteContactBook(
     request: DeleteContactBookRequest,
@@ -5774,7 +6160,9 @@ export interface ContactsServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * BulkUpsertContacts creates or updates up to 1000 contacts of one book by
-   * email; INVALID_ARGUMENT above 1000.
+   * email; INVALID_ARGUMENT above 1000. An invalid item (bad email, repeated
+   * email in the batch) does not fail the call: it is reported in `errors`
+   * with its index and the other items are stored.
    */
   bulkUpsertContacts(
     request: BulkUpsertContactsRequest,
@@ -5811,8 +6199,10 @@ export interface ContactsServiceClient extends Client {
     callback: (error: ServiceError | null, response: BulkDeleteContactsResponse) => void,
   ): ClientUnaryCall;
   /**
-   * UnsubscribeContact marks one contact unsubscribed and records why;
-   * idempotent.
+   * UnsubscribeContact marks one contact unsubscribed and records why (used
+   * by the campaign unsubscribe link and one-click POST); idempotent: a
+   * contact already unsubscribed is returned unchanged and nothing is
+   * published.
    */
   unsubscribeContact(
     request: UnsubscribeContactRequest,
@@ -5831,7 +6221,8 @@ export interface ContactsServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * UnsubscribeByEmail marks every contact of the team with this email
-   * unsubscribed (for example after a List-Unsubscribe request); idempotent.
+   * unsubscribed, in every book (for example after a hard bounce or a
+   * complaint); idempotent.
    */
   unsubscribeByEmail(
     request: UnsubscribeByEmailRequest,

@@ -87,6 +87,13 @@ export enum EventType {
    * key from their authentication cache. Data: KeyRevokedEventData.
    */
   EVENT_TYPE_KEY_REVOKED = 22,
+  /**
+   * EVENT_TYPE_CONTACT_UNSUBSCRIBED - `contact.unsubscribed`: internal, never delivered to webhooks (the public
+   * `contact.updated` is published beside it). A contact became unsubscribed
+   * by any path; the suppressions service suppresses the address.
+   * Data: ContactUnsubscribedEventData.
+   */
+  EVENT_TYPE_CONTACT_UNSUBSCRIBED = 23,
   UNRECOGNIZED = -1,
 }
 
@@ -161,6 +168,9 @@ export function eventTypeFromJSON(object: any): EventType {
     case 22:
     case "EVENT_TYPE_KEY_REVOKED":
       return EventType.EVENT_TYPE_KEY_REVOKED;
+    case 23:
+    case "EVENT_TYPE_CONTACT_UNSUBSCRIBED":
+      return EventType.EVENT_TYPE_CONTACT_UNSUBSCRIBED;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -216,6 +226,8 @@ export function eventTypeToJSON(object: EventType): string {
       return "EVENT_TYPE_WEBHOOK_TEST";
     case EventType.EVENT_TYPE_KEY_REVOKED:
       return "EVENT_TYPE_KEY_REVOKED";
+    case EventType.EVENT_TYPE_CONTACT_UNSUBSCRIBED:
+      return "EVENT_TYPE_CONTACT_UNSUBSCRIBED";
     case EventType.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
@@ -409,6 +421,29 @@ export interface KeyRevokedEventData {
   keyId: string;
   /** Team of the key. */
   teamId: string;
+}
+
+/**
+ * ContactUnsubscribedEventData is the data of the internal
+ * `contact.unsubscribed` event.
+ */
+export interface ContactUnsubscribedEventData {
+  /** Contact that became unsubscribed. */
+  contactId: string;
+  /** Book of the contact. */
+  contactBookId: string;
+  /** Address of the contact, lower case. */
+  email: string;
+  /**
+   * `UNSUBSCRIBE` (unsubscribe link or one-click POST), `HARD_BOUNCE`,
+   * `COMPLAINT` or `MANUAL` (the team set subscribed false itself).
+   */
+  reason: string;
+  /**
+   * What caused it: a campaign id, an email id or free text; null (absent)
+   * when unknown.
+   */
+  source?: string | undefined;
 }
 
 function createBaseEvent(): Event {
@@ -2004,6 +2039,147 @@ export const KeyRevokedEventData: MessageFns<KeyRevokedEventData> = {
     const message = createBaseKeyRevokedEventData();
     message.keyId = object.keyId ?? "";
     message.teamId = object.teamId ?? "";
+    return message;
+  },
+};
+
+function createBaseContactUnsubscribedEventData(): ContactUnsubscribedEventData {
+  return { contactId: "", contactBookId: "", email: "", reason: "", source: undefined };
+}
+
+export const ContactUnsubscribedEventData: MessageFns<ContactUnsubscribedEventData> = {
+  encode(message: ContactUnsubscribedEventData, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.contactId !== "") {
+      writer.uint32(10).string(message.contactId);
+    }
+    if (message.contactBookId !== "") {
+      writer.uint32(18).string(message.contactBookId);
+    }
+    if (message.email !== "") {
+      writer.uint32(26).string(message.email);
+    }
+    if (message.reason !== "") {
+      writer.uint32(34).string(message.reason);
+    }
+    if (message.source !== undefined) {
+      writer.uint32(42).string(message.source);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ContactUnsubscribedEventData {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseContactUnsubscribedEventData();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.contactId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.contactBookId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.email = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.source = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ContactUnsubscribedEventData {
+    return {
+      contactId: isSet(object.contactId)
+        ? globalThis.String(object.contactId)
+        : isSet(object.contact_id)
+        ? globalThis.String(object.contact_id)
+        : "",
+      contactBookId: isSet(object.contactBookId)
+        ? globalThis.String(object.contactBookId)
+        : isSet(object.contact_book_id)
+        ? globalThis.String(object.contact_book_id)
+        : "",
+      email: isSet(object.email) ? globalThis.String(object.email) : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      source: isSet(object.source) ? globalThis.String(object.source) : undefined,
+    };
+  },
+
+  toJSON(message: ContactUnsubscribedEventData): unknown {
+    const obj: any = {};
+    if (message.contactId !== "") {
+      obj.contactId = message.contactId;
+    }
+    if (message.contactBookId !== "") {
+      obj.contactBookId = message.contactBookId;
+    }
+    if (message.email !== "") {
+      obj.email = message.email;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.source !== undefined) {
+      obj.source = message.source;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ContactUnsubscribedEventData>, I>>(base?: I): ContactUnsubscribedEventData {
+    return ContactUnsubscribedEventData.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ContactUnsubscribedEventData>, I>>(object: I): ContactUnsubscribedEventData {
+    const message = createBaseContactUnsubscribedEventData();
+    message.contactId = object.contactId ?? "";
+    message.contactBookId = object.contactBookId ?? "";
+    message.email = object.email ?? "";
+    message.reason = object.reason ?? "";
+    message.source = object.source ?? undefined;
     return message;
   },
 };

@@ -88,7 +88,7 @@ export enum DeliveryStatus {
   DELIVERY_STATUS_PENDING = 1,
   /** DELIVERY_STATUS_SUCCESS - The endpoint answered with a 2xx status. */
   DELIVERY_STATUS_SUCCESS = 2,
-  /** DELIVERY_STATUS_FAILED - Every attempt failed, or the delivery was cancelled. */
+  /** DELIVERY_STATUS_FAILED - Every attempt failed, or the delivery was cancelled (webhook deleted). */
   DELIVERY_STATUS_FAILED = 3,
   UNRECOGNIZED = -1,
 }
@@ -208,7 +208,10 @@ export interface WebhookDelivery {
   nextAttemptAt?:
     | Date
     | undefined;
-  /** Error of the last failed attempt; absent when none. */
+  /**
+   * Why the last attempt failed; absent before the first attempt and after a
+   * success.
+   */
   lastError?:
     | string
     | undefined;
@@ -221,7 +224,14 @@ export interface WebhookDelivery {
     | number
     | undefined;
   /** Body of the last response, truncated; absent when no response came. */
-  responseText?: string | undefined;
+  responseText?:
+    | string
+    | undefined;
+  /**
+   * Id of the event delivered (the `id` in the payload): the receiver's
+   * deduplication key, the same in every attempt.
+   */
+  eventId: string;
 }
 
 /**
@@ -355,6 +365,44 @@ export interface TestWebhookRequest {
 /** TestWebhookResponse holds the test delivery. */
 export interface TestWebhookResponse {
   /** The delivery record of the `webhook.test` event. */
+  delivery?: WebhookDelivery | undefined;
+}
+
+/** ListWebhookDeliveriesRequest names a webhook and a page. */
+export interface ListWebhookDeliveriesRequest {
+  /** Owning team. */
+  teamId: string;
+  /** Webhook whose deliveries to list. */
+  webhookId: string;
+  /** Page, 1-based; 0 means 1. */
+  page: number;
+  /** Page size, 1 to 100; 0 means 20. */
+  limit: number;
+  /** Only deliveries in this status; UNSPECIFIED means all. */
+  status: DeliveryStatus;
+}
+
+/** ListWebhookDeliveriesResponse holds one page of deliveries. */
+export interface ListWebhookDeliveriesResponse {
+  /** Deliveries, newest first. */
+  deliveries: WebhookDelivery[];
+  /** Deliveries matching the request in all pages. */
+  count: number;
+}
+
+/** RetryWebhookDeliveryRequest names a delivery to attempt again. */
+export interface RetryWebhookDeliveryRequest {
+  /** Owning team. */
+  teamId: string;
+  /** Webhook the delivery belongs to. */
+  webhookId: string;
+  /** Delivery to attempt again. */
+  deliveryId: string;
+}
+
+/** RetryWebhookDeliveryResponse holds the delivery after the attempt. */
+export interface RetryWebhookDeliveryResponse {
+  /** The delivery record after the attempt. */
   delivery?: WebhookDelivery | undefined;
 }
 
@@ -702,6 +750,7 @@ function createBaseWebhookDelivery(): WebhookDelivery {
     responseStatus: undefined,
     responseTimeMs: undefined,
     responseText: undefined,
+    eventId: "",
   };
 }
 
@@ -748,6 +797,9 @@ export const WebhookDelivery: MessageFns<WebhookDelivery> = {
     }
     if (message.responseText !== undefined) {
       writer.uint32(114).string(message.responseText);
+    }
+    if (message.eventId !== "") {
+      writer.uint32(122).string(message.eventId);
     }
     return writer;
   },
@@ -877,6 +929,14 @@ export const WebhookDelivery: MessageFns<WebhookDelivery> = {
             message.responseText = reader.string();
             continue;
           }
+          case 15: {
+            if (tag !== 122) {
+              break;
+            }
+
+            message.eventId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -941,6 +1001,11 @@ export const WebhookDelivery: MessageFns<WebhookDelivery> = {
         : isSet(object.response_text)
         ? globalThis.String(object.response_text)
         : undefined,
+      eventId: isSet(object.eventId)
+        ? globalThis.String(object.eventId)
+        : isSet(object.event_id)
+        ? globalThis.String(object.event_id)
+        : "",
     };
   },
 
@@ -988,6 +1053,9 @@ export const WebhookDelivery: MessageFns<WebhookDelivery> = {
     if (message.responseText !== undefined) {
       obj.responseText = message.responseText;
     }
+    if (message.eventId !== "") {
+      obj.eventId = message.eventId;
+    }
     return obj;
   },
 
@@ -1010,6 +1078,7 @@ export const WebhookDelivery: MessageFns<WebhookDelivery> = {
     message.responseStatus = object.responseStatus ?? undefined;
     message.responseTimeMs = object.responseTimeMs ?? undefined;
     message.responseText = object.responseText ?? undefined;
+    message.eventId = object.eventId ?? "";
     return message;
   },
 };
@@ -2239,6 +2308,418 @@ export const TestWebhookResponse: MessageFns<TestWebhookResponse> = {
   },
 };
 
+function createBaseListWebhookDeliveriesRequest(): ListWebhookDeliveriesRequest {
+  return { teamId: "", webhookId: "", page: 0, limit: 0, status: 0 };
+}
+
+export const ListWebhookDeliveriesRequest: MessageFns<ListWebhookDeliveriesRequest> = {
+  encode(message: ListWebhookDeliveriesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.teamId !== "") {
+      writer.uint32(10).string(message.teamId);
+    }
+    if (message.webhookId !== "") {
+      writer.uint32(18).string(message.webhookId);
+    }
+    if (message.page !== 0) {
+      writer.uint32(24).int32(message.page);
+    }
+    if (message.limit !== 0) {
+      writer.uint32(32).int32(message.limit);
+    }
+    if (message.status !== 0) {
+      writer.uint32(40).int32(message.status);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListWebhookDeliveriesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListWebhookDeliveriesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.teamId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.webhookId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.page = reader.int32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.limit = reader.int32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.status = reader.int32() as any;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListWebhookDeliveriesRequest {
+    return {
+      teamId: isSet(object.teamId)
+        ? globalThis.String(object.teamId)
+        : isSet(object.team_id)
+        ? globalThis.String(object.team_id)
+        : "",
+      webhookId: isSet(object.webhookId)
+        ? globalThis.String(object.webhookId)
+        : isSet(object.webhook_id)
+        ? globalThis.String(object.webhook_id)
+        : "",
+      page: isSet(object.page) ? globalThis.Number(object.page) : 0,
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
+      status: isSet(object.status) ? deliveryStatusFromJSON(object.status) : 0,
+    };
+  },
+
+  toJSON(message: ListWebhookDeliveriesRequest): unknown {
+    const obj: any = {};
+    if (message.teamId !== "") {
+      obj.teamId = message.teamId;
+    }
+    if (message.webhookId !== "") {
+      obj.webhookId = message.webhookId;
+    }
+    if (message.page !== 0) {
+      obj.page = Math.round(message.page);
+    }
+    if (message.limit !== 0) {
+      obj.limit = Math.round(message.limit);
+    }
+    if (message.status !== 0) {
+      obj.status = deliveryStatusToJSON(message.status);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListWebhookDeliveriesRequest>, I>>(base?: I): ListWebhookDeliveriesRequest {
+    return ListWebhookDeliveriesRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListWebhookDeliveriesRequest>, I>>(object: I): ListWebhookDeliveriesRequest {
+    const message = createBaseListWebhookDeliveriesRequest();
+    message.teamId = object.teamId ?? "";
+    message.webhookId = object.webhookId ?? "";
+    message.page = object.page ?? 0;
+    message.limit = object.limit ?? 0;
+    message.status = object.status ?? 0;
+    return message;
+  },
+};
+
+function createBaseListWebhookDeliveriesResponse(): ListWebhookDeliveriesResponse {
+  return { deliveries: [], count: 0 };
+}
+
+export const ListWebhookDeliveriesResponse: MessageFns<ListWebhookDeliveriesResponse> = {
+  encode(message: ListWebhookDeliveriesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.deliveries) {
+      WebhookDelivery.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.count !== 0) {
+      writer.uint32(16).int32(message.count);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListWebhookDeliveriesResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListWebhookDeliveriesResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.deliveries.push(WebhookDelivery.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.count = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListWebhookDeliveriesResponse {
+    return {
+      deliveries: globalThis.Array.isArray(object?.deliveries)
+        ? object.deliveries.map((e: any) => WebhookDelivery.fromJSON(e))
+        : [],
+      count: isSet(object.count) ? globalThis.Number(object.count) : 0,
+    };
+  },
+
+  toJSON(message: ListWebhookDeliveriesResponse): unknown {
+    const obj: any = {};
+    if (message.deliveries?.length) {
+      obj.deliveries = message.deliveries.map((e) => WebhookDelivery.toJSON(e));
+    }
+    if (message.count !== 0) {
+      obj.count = Math.round(message.count);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListWebhookDeliveriesResponse>, I>>(base?: I): ListWebhookDeliveriesResponse {
+    return ListWebhookDeliveriesResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListWebhookDeliveriesResponse>, I>>(
+    object: I,
+  ): ListWebhookDeliveriesResponse {
+    const message = createBaseListWebhookDeliveriesResponse();
+    message.deliveries = object.deliveries?.map((e) => WebhookDelivery.fromPartial(e)) || [];
+    message.count = object.count ?? 0;
+    return message;
+  },
+};
+
+function createBaseRetryWebhookDeliveryRequest(): RetryWebhookDeliveryRequest {
+  return { teamId: "", webhookId: "", deliveryId: "" };
+}
+
+export const RetryWebhookDeliveryRequest: MessageFns<RetryWebhookDeliveryRequest> = {
+  encode(message: RetryWebhookDeliveryRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.teamId !== "") {
+      writer.uint32(10).string(message.teamId);
+    }
+    if (message.webhookId !== "") {
+      writer.uint32(18).string(message.webhookId);
+    }
+    if (message.deliveryId !== "") {
+      writer.uint32(26).string(message.deliveryId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RetryWebhookDeliveryRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRetryWebhookDeliveryRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.teamId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.webhookId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.deliveryId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RetryWebhookDeliveryRequest {
+    return {
+      teamId: isSet(object.teamId)
+        ? globalThis.String(object.teamId)
+        : isSet(object.team_id)
+        ? globalThis.String(object.team_id)
+        : "",
+      webhookId: isSet(object.webhookId)
+        ? globalThis.String(object.webhookId)
+        : isSet(object.webhook_id)
+        ? globalThis.String(object.webhook_id)
+        : "",
+      deliveryId: isSet(object.deliveryId)
+        ? globalThis.String(object.deliveryId)
+        : isSet(object.delivery_id)
+        ? globalThis.String(object.delivery_id)
+        : "",
+    };
+  },
+
+  toJSON(message: RetryWebhookDeliveryRequest): unknown {
+    const obj: any = {};
+    if (message.teamId !== "") {
+      obj.teamId = message.teamId;
+    }
+    if (message.webhookId !== "") {
+      obj.webhookId = message.webhookId;
+    }
+    if (message.deliveryId !== "") {
+      obj.deliveryId = message.deliveryId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RetryWebhookDeliveryRequest>, I>>(base?: I): RetryWebhookDeliveryRequest {
+    return RetryWebhookDeliveryRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RetryWebhookDeliveryRequest>, I>>(object: I): RetryWebhookDeliveryRequest {
+    const message = createBaseRetryWebhookDeliveryRequest();
+    message.teamId = object.teamId ?? "";
+    message.webhookId = object.webhookId ?? "";
+    message.deliveryId = object.deliveryId ?? "";
+    return message;
+  },
+};
+
+function createBaseRetryWebhookDeliveryResponse(): RetryWebhookDeliveryResponse {
+  return { delivery: undefined };
+}
+
+export const RetryWebhookDeliveryResponse: MessageFns<RetryWebhookDeliveryResponse> = {
+  encode(message: RetryWebhookDeliveryResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.delivery !== undefined) {
+      WebhookDelivery.encode(message.delivery, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RetryWebhookDeliveryResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRetryWebhookDeliveryResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.delivery = WebhookDelivery.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RetryWebhookDeliveryResponse {
+    return { delivery: isSet(object.delivery) ? WebhookDelivery.fromJSON(object.delivery) : undefined };
+  },
+
+  toJSON(message: RetryWebhookDeliveryResponse): unknown {
+    const obj: any = {};
+    if (message.delivery !== undefined) {
+      obj.delivery = WebhookDelivery.toJSON(message.delivery);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RetryWebhookDeliveryResponse>, I>>(base?: I): RetryWebhookDeliveryResponse {
+    return RetryWebhookDeliveryResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RetryWebhookDeliveryResponse>, I>>(object: I): RetryWebhookDeliveryResponse {
+    const message = createBaseRetryWebhookDeliveryResponse();
+    message.delivery = (object.delivery !== undefined && object.delivery !== null)
+      ? WebhookDelivery.fromPartial(object.delivery)
+      : undefined;
+    return message;
+  },
+};
+
 /** WebhooksService manages webhooks and test deliveries. */
 export type WebhooksServiceService = typeof WebhooksServiceService;
 export const WebhooksServiceService = {
@@ -2308,8 +2789,10 @@ export const WebhooksServiceService = {
   },
   /**
    * TestWebhook delivers a `webhook.test` event at once, synchronously, and
-   * returns the delivery record (POST /v1/webhooks/{id}/test). INTERNAL when
-   * the delivery fails.
+   * returns the delivery record whatever the outcome: status SUCCESS, or
+   * FAILED with last_error when the endpoint did not accept it (the gateway
+   * answers 500 then). Works in every webhook status; no retries, and the
+   * webhook's failure counters are left alone (POST /v1/webhooks/{id}/test).
    */
   testWebhook: {
     path: "/webhooks.v1.WebhooksService/TestWebhook" as const,
@@ -2319,6 +2802,40 @@ export const WebhooksServiceService = {
     requestDeserialize: (value: Buffer): TestWebhookRequest => TestWebhookRequest.decode(value),
     responseSerialize: (value: TestWebhookResponse): Buffer => Buffer.from(TestWebhookResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): TestWebhookResponse => TestWebhookResponse.decode(value),
+  },
+  /**
+   * ListWebhookDeliveries pages through a webhook's deliveries, newest first
+   * (GET /v1/webhooks/{id}/deliveries).
+   */
+  listWebhookDeliveries: {
+    path: "/webhooks.v1.WebhooksService/ListWebhookDeliveries" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListWebhookDeliveriesRequest): Buffer =>
+      Buffer.from(ListWebhookDeliveriesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListWebhookDeliveriesRequest => ListWebhookDeliveriesRequest.decode(value),
+    responseSerialize: (value: ListWebhookDeliveriesResponse): Buffer =>
+      Buffer.from(ListWebhookDeliveriesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListWebhookDeliveriesResponse => ListWebhookDeliveriesResponse.decode(value),
+  },
+  /**
+   * RetryWebhookDelivery attempts one delivery again at once, synchronously,
+   * and returns the record after the attempt (POST
+   * /v1/webhooks/{id}/deliveries/{deliveryId}/retry). A delivery still
+   * waiting for a retry has it brought forward; a finished one (SUCCESS or
+   * FAILED) gets one extra attempt. FAILED_PRECONDITION when the webhook is
+   * not ACTIVE or the delivery is being attempted right now.
+   */
+  retryWebhookDelivery: {
+    path: "/webhooks.v1.WebhooksService/RetryWebhookDelivery" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RetryWebhookDeliveryRequest): Buffer =>
+      Buffer.from(RetryWebhookDeliveryRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RetryWebhookDeliveryRequest => RetryWebhookDeliveryRequest.decode(value),
+    responseSerialize: (value: RetryWebhookDeliveryResponse): Buffer =>
+      Buffer.from(RetryWebhookDeliveryResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RetryWebhookDeliveryResponse => RetryWebhookDeliveryResponse.decode(value),
   },
 } as const;
 
@@ -2345,10 +2862,26 @@ export interface WebhooksServiceServer extends UntypedServiceImplementation {
   deleteWebhook: handleUnaryCall<DeleteWebhookRequest, DeleteWebhookResponse>;
   /**
    * TestWebhook delivers a `webhook.test` event at once, synchronously, and
-   * returns the delivery record (POST /v1/webhooks/{id}/test). INTERNAL when
-   * the delivery fails.
+   * returns the delivery record whatever the outcome: status SUCCESS, or
+   * FAILED with last_error when the endpoint did not accept it (the gateway
+   * answers 500 then). Works in every webhook status; no retries, and the
+   * webhook's failure counters are left alone (POST /v1/webhooks/{id}/test).
    */
   testWebhook: handleUnaryCall<TestWebhookRequest, TestWebhookResponse>;
+  /**
+   * ListWebhookDeliveries pages through a webhook's deliveries, newest first
+   * (GET /v1/webhooks/{id}/deliveries).
+   */
+  listWebhookDeliveries: handleUnaryCall<ListWebhookDeliveriesRequest, ListWebhookDeliveriesResponse>;
+  /**
+   * RetryWebhookDelivery attempts one delivery again at once, synchronously,
+   * and returns the record after the attempt (POST
+   * /v1/webhooks/{id}/deliveries/{deliveryId}/retry). A delivery still
+   * waiting for a retry has it brought forward; a finished one (SUCCESS or
+   * FAILED) gets one extra attempt. FAILED_PRECONDITION when the webhook is
+   * not ACTIVE or the delivery is being attempted right now.
+   */
+  retryWebhookDelivery: handleUnaryCall<RetryWebhookDeliveryRequest, RetryWebhookDeliveryResponse>;
 }
 
 export interface WebhooksServiceClient extends Client {
@@ -2444,8 +2977,10 @@ export interface WebhooksServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * TestWebhook delivers a `webhook.test` event at once, synchronously, and
-   * returns the delivery record (POST /v1/webhooks/{id}/test). INTERNAL when
-   * the delivery fails.
+   * returns the delivery record whatever the outcome: status SUCCESS, or
+   * FAILED with last_error when the endpoint did not accept it (the gateway
+   * answers 500 then). Works in every webhook status; no retries, and the
+   * webhook's failure counters are left alone (POST /v1/webhooks/{id}/test).
    */
   testWebhook(
     request: TestWebhookRequest,
@@ -2461,6 +2996,48 @@ export interface WebhooksServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: TestWebhookResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ListWebhookDeliveries pages through a webhook's deliveries, newest first
+   * (GET /v1/webhooks/{id}/deliveries).
+   */
+  listWebhookDeliveries(
+    request: ListWebhookDeliveriesRequest,
+    callback: (error: ServiceError | null, response: ListWebhookDeliveriesResponse) => void,
+  ): ClientUnaryCall;
+  listWebhookDeliveries(
+    request: ListWebhookDeliveriesRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListWebhookDeliveriesResponse) => void,
+  ): ClientUnaryCall;
+  listWebhookDeliveries(
+    request: ListWebhookDeliveriesRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListWebhookDeliveriesResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * RetryWebhookDelivery attempts one delivery again at once, synchronously,
+   * and returns the record after the attempt (POST
+   * /v1/webhooks/{id}/deliveries/{deliveryId}/retry). A delivery still
+   * waiting for a retry has it brought forward; a finished one (SUCCESS or
+   * FAILED) gets one extra attempt. FAILED_PRECONDITION when the webhook is
+   * not ACTIVE or the delivery is being attempted right now.
+   */
+  retryWebhookDelivery(
+    request: RetryWebhookDeliveryRequest,
+    callback: (error: ServiceError | null, response: RetryWebhookDeliveryResponse) => void,
+  ): ClientUnaryCall;
+  retryWebhookDelivery(
+    request: RetryWebhookDeliveryRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RetryWebhookDeliveryResponse) => void,
+  ): ClientUnaryCall;
+  retryWebhookDelivery(
+    request: RetryWebhookDeliveryRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RetryWebhookDeliveryResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -1,0 +1,96 @@
+import { isDuplicateKeyError } from '@mailfleet/kit';
+import type { Collection, Db, Filter } from 'mongodb';
+import type { EmailFact, EmailStatus, EmailSummary } from '../domain/events.js';
+
+/** One email event of the activity and events feeds (SPEC 2.5 and 4.11). */
+export interface FeedItem {
+  readonly id: string;
+  readonly emailId: string;
+  readonly teamId: string;
+  readonly status: EmailStatus;
+  readonly data: Record<string, unknown>;
+  readonly createdAt: Date;
+  readonly email: EmailSummary;
+}
+
+interface FeedDoc {
+  /** The event id: a redelivered event is inserted once. */
+  _id: string;
+  teamId: string;
+  emailId: string;
+  domainId: string;
+  status: EmailStatus;
+  /**
+   * The payload as JSON text: it holds caller-chosen keys (metadata) that
+   * need not be valid field names (`$`, `.`), and it is only ever shown whole.
+   */
+  dataJson: string;
+  createdAt: Date;
+  email: { id: string; to: string[]; subject: string; from: string };
+}
+
+export interface FeedFilter {
+  readonly status?: EmailStatus | undefined;
+  /** Only events created after this instant. */
+  readonly after?: Date | undefined;
+  readonly domainId?: string | undefined;
+}
+
+export interface FeedRepository {
+  ensureIndexes(): Promise<void>;
+  /** Adds the event; a second insert of the same event id changes nothing. */
+  add(fact: EmailFact): Promise<void>;
+  /** A page of the team's events, newest first (ties broken by id, so pages never overlap). */
+  list(teamId: string, filter: FeedFilter, page: number, limit: number): Promise<FeedItem[]>;
+  /** Deletes events created before `before`. */
+  sweep(before: Date): Promise<number>;
+}
+
+function parseData(json: string): Record<string, unknown> {
+  try {
+    const v = JSON.parse(json) as unknown;
+    return v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}
+
+export function createFeedRepository(db: Db): FeedRepository {
+  const col: Collection<FeedDoc> = db.collection<FeedDoc>('event_feed');
+
+  return {
+    async ensureIndexes() {
+      await col.createIndex({ teamId: 1, createdAt: -1, _id: -1 }, { name: 'team_newest' });
+      await col.createIndex({ teamId: 1, status: 1, createdAt: -1, _id: -1 }, { name: 'team_status_newest' });
+      await col.createIndex({ teamId: 1, domainId: 1, createdAt: -1, _id: -1 }, { name: 'team_domain_newest' });
+      await col.createIndex({ createdAt: 1 }, { name: 'created' });
+    },
+
+    async add(fact) {
+      try {
+        await col.insertOne({
+          _id: fact.eventId, teamId: fact.teamId, emailId: fact.emailId, domainId: fact.domainId, status: fact.status,
+          dataJson: JSON.stringify(fact.data), createdAt: fact.createdAt,
+          email: { id: fact.summary.id, to: [...fact.summary.to], subject: fact.summary.subject, from: fact.summary.from },
+        });
+      } catch (err) {
+        if (!isDuplicateKeyError(err)) throw err;
+      }
+    },
+
+    async list(teamId, filter, page, limit) {
+      const q: Filter<FeedDoc> = { teamId };
+      if (filter.domainId !== undefined) q.domainId = filter.domainId;
+      if (filter.status) q.status = filter.status;
+      if (filter.after) q.createdAt = { $gt: filter.after };
+      const docs = await col.find(q).sort({ createdAt: -1, _id: -1 }).skip((page - 1) * limit).limit(limit).toArray();
+      return docs.map((d) => ({
+        id: d._id, emailId: d.emailId, teamId: d.teamId, status: d.status, data: parseData(d.dataJson), createdAt: d.createdAt, email: d.email,
+      }));
+    },
+
+    async sweep(before) {
+      return (await col.deleteMany({ createdAt: { $lt: before } })).deletedCount;
+    },
+  };
+}

@@ -1,0 +1,210 @@
+import type { LookupAddress } from 'node:dns';
+import dns from 'node:dns/promises';
+import https from 'node:https';
+import type { IncomingMessage } from 'node:http';
+import { isIP, type LookupFunction } from 'node:net';
+import { rootCertificates } from 'node:tls';
+import { InvalidArgumentError } from '@mailfleet/kit';
+import { classifyAddress } from '../domain/addresses.js';
+import type { AttemptResult } from '../domain/retry-policy.js';
+import type { WebhookTarget } from '../domain/urls.js';
+
+/** Resolves a host name to every address it has (the system resolver by default: /etc/hosts, then DNS). */
+export type Resolver = (host: string) => Promise<LookupAddress[]>;
+
+export const systemResolver: Resolver = (host) => dns.lookup(host, { all: true, verbatim: true });
+
+export interface EndpointClientOptions {
+  /** WEBHOOK_ALLOW_PRIVATE_NETWORKS: skip the SSRF guard. */
+  readonly allowPrivateNetworks: boolean;
+  /** Default time limit of one attempt (DNS included). */
+  readonly timeoutMs: number;
+  /** Bytes of the response body kept. */
+  readonly responseTextLimit: number;
+  readonly resolver?: Resolver;
+  /**
+   * Extra trusted CA certificates (PEM) beside the system's. Processes get
+   * theirs from NODE_EXTRA_CA_CERTS; this is for in-process tests.
+   */
+  readonly extraCa?: readonly string[];
+  readonly userAgent?: string;
+}
+
+export interface EndpointClient {
+  /**
+   * The check at create and update: refuses (InvalidArgumentError) a URL whose
+   * host is, or resolves to, a non-public address. A name that does not
+   * resolve now is accepted: every attempt resolves and checks again.
+   */
+  vet(target: WebhookTarget): Promise<void>;
+  /**
+   * One POST of `body` with JSON content type and the given headers. Never
+   * throws: every fault (refused address, DNS, connect, TLS, time-out, non-2xx,
+   * redirect) is a failed result with a readable `error`.
+   */
+  post(target: WebhookTarget, body: string, headers: Readonly<Record<string, string>>, opts?: { timeoutMs?: number }): Promise<AttemptResult>;
+}
+
+const VET_TIMEOUT_MS = 3_000;
+
+class RefusedAddressError extends Error {}
+
+class TimeoutError extends Error {}
+
+function refusal(host: string, isLiteral: boolean, a: LookupAddress): string | undefined {
+  const kind = classifyAddress(a.address);
+  if (kind === 'public') return undefined;
+  const article = /^[aeiou]/.test(kind) ? 'an' : 'a';
+  const where = isLiteral ? `${host} is` : `${host} resolves to ${a.address},`;
+  return `${where} ${article} ${kind} address; webhooks may only reach public addresses`;
+}
+
+/** A lookup function that answers with the addresses already vetted: the connection goes where the check looked (no DNS rebinding). */
+function pinnedLookup(addresses: readonly LookupAddress[]): LookupFunction {
+  return ((_hostname: string, options: { all?: boolean }, callback: (...args: unknown[]) => void) => {
+    if (options?.all) callback(null, addresses.map((a) => ({ address: a.address, family: a.family })));
+    else callback(null, addresses[0]!.address, addresses[0]!.family);
+  }) as unknown as LookupFunction;
+}
+
+function describe(err: unknown, timeoutMs: number): string {
+  if (err instanceof TimeoutError) return `timed out after ${timeoutMs} ms`;
+  if (err instanceof RefusedAddressError) return `refused: ${err.message}`;
+  const e = err as { name?: string; code?: string; message?: string };
+  if (e?.name === 'AbortError') return `timed out after ${timeoutMs} ms`;
+  const message = e?.message || String(err);
+  return e?.code && !message.includes(e.code) ? `${message} (${e.code})` : message;
+}
+
+export function createEndpointClient(opts: EndpointClientOptions): EndpointClient {
+  const resolver = opts.resolver ?? systemResolver;
+  const ca = opts.extraCa && opts.extraCa.length > 0 ? [...rootCertificates, ...opts.extraCa] : undefined;
+  const userAgent = opts.userAgent ?? 'mailfleet-webhooks/1';
+
+  async function addressesOf(target: WebhookTarget): Promise<LookupAddress[]> {
+    if (target.isIpLiteral) return [{ address: target.host, family: isIP(target.host) }];
+    const found = await resolver(target.host);
+    if (found.length === 0) throw new Error(`${target.host} has no addresses`);
+    return found;
+  }
+
+  /** Resolves and, unless private networks are allowed, refuses when ANY address is not public. */
+  async function vetted(target: WebhookTarget): Promise<LookupAddress[]> {
+    const addresses = await addressesOf(target);
+    if (!opts.allowPrivateNetworks) {
+      for (const a of addresses) {
+        const why = refusal(target.host, target.isIpLiteral, a);
+        if (why) throw new RefusedAddressError(why);
+      }
+    }
+    return addresses;
+  }
+
+  function send(
+    target: WebhookTarget, addresses: LookupAddress[], bytes: Buffer, headers: Readonly<Record<string, string>>,
+    limits: { signal: AbortSignal; started: number; timeoutMs: number },
+  ): Promise<AttemptResult> {
+    const { signal, started, timeoutMs } = limits;
+    return new Promise((resolve) => {
+      let settled = false;
+      const done = (r: Omit<AttemptResult, 'durationMs'>) => {
+        if (settled) return;
+        settled = true;
+        resolve({ ...r, durationMs: Math.round(performance.now() - started) });
+      };
+      const req = https.request({
+        hostname: target.host,
+        port: target.port,
+        path: target.path,
+        method: 'POST',
+        // SNI and certificate check against the URL's name, never the pinned address.
+        ...(target.isIpLiteral ? {} : { servername: target.host }),
+        headers: {
+          ...headers,
+          'content-type': 'application/json',
+          'content-length': String(bytes.length),
+          'user-agent': userAgent,
+        },
+        // A fresh connection per attempt: a pooled socket would skip the vetted lookup.
+        agent: false,
+        lookup: pinnedLookup(addresses),
+        signal,
+        ...(ca ? { ca } : {}),
+      });
+      req.on('error', (err) => done({ ok: false, error: describe(signal.aborted ? new TimeoutError() : err, timeoutMs) }));
+      req.on('response', (res: IncomingMessage) => {
+        const status = res.statusCode ?? 0;
+        const chunks: Buffer[] = [];
+        let kept = 0;
+        const finish = () => {
+          const responseText = Buffer.concat(chunks).toString('utf8');
+          if (status >= 200 && status < 300) done({ ok: true, status, responseText });
+          else if (status >= 300 && status < 400) {
+            const location = res.headers.location ? ` to ${res.headers.location}` : '';
+            done({ ok: false, status, responseText, error: `redirect not followed (HTTP ${status}${location})` });
+          } else done({ ok: false, status, responseText, error: `receiver answered ${status}` });
+        };
+        res.on('data', (chunk: Buffer) => {
+          if (kept < opts.responseTextLimit) {
+            const part = chunk.subarray(0, opts.responseTextLimit - kept);
+            chunks.push(part);
+            kept += part.length;
+          }
+          // Enough kept: stop reading an endless body.
+          if (kept >= opts.responseTextLimit) res.destroy();
+        });
+        res.on('end', finish);
+        res.on('close', finish);
+        res.on('error', finish);
+      });
+      req.end(bytes);
+    });
+  }
+
+  return {
+    async vet(target) {
+      if (opts.allowPrivateNetworks) return;
+      let addresses: LookupAddress[];
+      try {
+        // Bounded well inside an API call's deadline: a slow resolver must not turn a create into a 504.
+        addresses = await withTimeout(addressesOf(target), Math.min(opts.timeoutMs, VET_TIMEOUT_MS));
+      } catch {
+        return;
+      }
+      for (const a of addresses) {
+        const why = refusal(target.host, target.isIpLiteral, a);
+        if (why) throw new InvalidArgumentError(`url refused: ${why}`);
+      }
+    },
+
+    async post(target, body, headers, callOpts = {}) {
+      const timeoutMs = Math.max(1, callOpts.timeoutMs ?? opts.timeoutMs);
+      const started = performance.now();
+      const controller = new AbortController();
+      const timer = setTimeout(() => controller.abort(), timeoutMs);
+      try {
+        const addresses = await withSignal(vetted(target), controller.signal);
+        return await send(target, addresses, Buffer.from(body, 'utf8'), headers, { signal: controller.signal, started, timeoutMs });
+      } catch (err) {
+        return { ok: false, error: describe(err, timeoutMs), durationMs: Math.round(performance.now() - started) };
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+  };
+}
+
+function withSignal<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(new TimeoutError());
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(new TimeoutError());
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), ms);
+  return withSignal(p, controller.signal).finally(() => clearTimeout(timer));
+}

@@ -1,0 +1,29 @@
+import { ConfigError } from '@mailfleet/kit';
+import { describe, expect, it } from 'vitest';
+import { loadWebhooksConfig, retryPolicyOf } from '../../src/config.js';
+
+describe('config', () => {
+  it('defaults: private networks refused, 10 s attempts, 6 attempts, FAILED after 10 failed events', () => {
+    const c = loadWebhooksConfig({});
+    expect(c).toMatchObject({ allowPrivateNetworks: false, timeoutMs: 10_000, maxAttempts: 6, failureThreshold: 10, responseTextLimit: 1_024 });
+    expect(retryPolicyOf(c)).toEqual({ maxAttempts: 6, baseDelayMs: 20_000, maxDelayMs: 3_600_000, failureThreshold: 10 });
+  });
+
+  it('reads the test-clock variables', () => {
+    const c = loadWebhooksConfig({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_RETRY_BASE_MS: '200', WEBHOOK_MAX_ATTEMPTS: '4', WEBHOOK_FAILURE_THRESHOLD: '2' });
+    expect(retryPolicyOf(c)).toMatchObject({ maxAttempts: 4, baseDelayMs: 200, failureThreshold: 2 });
+    expect(c.allowPrivateNetworks).toBe(true);
+  });
+
+  it('reports every problem at once, including a lease too short for an attempt', () => {
+    let err: unknown;
+    try {
+      loadWebhooksConfig({ WEBHOOK_TIMEOUT_MS: '20000', WEBHOOK_CLAIM_LEASE_MS: '15000' });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as ConfigError).problems.join('\n')).toMatch(/WEBHOOK_CLAIM_LEASE_MS/);
+    expect(() => loadWebhooksConfig({ WEBHOOK_MAX_ATTEMPTS: '0', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'maybe' })).toThrow(/WEBHOOK_MAX_ATTEMPTS[\s\S]*WEBHOOK_ALLOW_PRIVATE_NETWORKS|WEBHOOK_ALLOW_PRIVATE_NETWORKS[\s\S]*WEBHOOK_MAX_ATTEMPTS/);
+  });
+});

@@ -1,0 +1,156 @@
+import { createHmac } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import type { AttemptResult } from '../../src/domain/retry-policy.js';
+import { createDeliverer } from '../../src/workers/deliverer.js';
+import { createDeliveryWorker } from '../../src/workers/delivery.worker.js';
+import { failure, fakeDeliveries, fakeEndpoint, fakeWebhooks, silentLogger, success, type PostCall } from './fakes.js';
+
+const policy = { maxAttempts: 3, baseDelayMs: 1_000, maxDelayMs: 10_000, failureThreshold: 2 };
+const SECRET = 'whsec_0123456789abcdefghij';
+
+async function setup(answer?: (c: PostCall) => AttemptResult | Promise<AttemptResult>) {
+  let clock = new Date('2026-01-01T00:00:00.000Z');
+  const now = () => clock;
+  const webhooks = fakeWebhooks();
+  const deliveries = fakeDeliveries();
+  const endpoint = fakeEndpoint(answer);
+  const deliverer = createDeliverer({ webhooks, deliveries, endpoint: endpoint.client, policy, logger: silentLogger, now, random: () => 0.5 });
+  await webhooks.create({
+    id: 'wh_1', teamId: 'team_a', url: 'https://hooks.example.com/in', description: null, eventTypes: ['domain.created'], secret: SECRET,
+    createdAt: clock, createdByUserId: 'u',
+  });
+  const addEvent = async (eventId: string, webhookId = 'wh_1') => {
+    await deliveries.createPending({
+      teamId: 'team_a', webhookId, eventId, type: 'domain.created', payload: `{"id":"${eventId}","type":"domain.created","createdAt":"x","data":{}}`, now: clock,
+    });
+  };
+  const claim = () => deliveries.claimDue(now(), 60_000, []);
+  const advance = (ms: number) => {
+    clock = new Date(clock.getTime() + ms);
+  };
+  return { webhooks, deliveries, endpoint, deliverer, addEvent, claim, advance, now };
+}
+
+describe('deliverer', () => {
+  it('posts the stored body signed with the secret and records the success', async () => {
+    const s = await setup();
+    await s.addEvent('evt_1');
+    const record = await s.deliverer.attempt((await s.claim())!);
+    expect(record).toMatchObject({ status: 'SUCCESS', attempt: 1, nextAttemptAt: null, lastError: null, responseStatus: 200, responseText: 'ok' });
+    const call = s.endpoint.calls[0]!;
+    expect(call.target.url).toBe('https://hooks.example.com/in');
+    expect(call.headers['X-Service-Signature']).toBe(`sha256=${createHmac('sha256', SECRET).update(call.body).digest('hex')}`);
+    expect(call.headers['X-Service-Event-Id']).toBe('evt_1');
+    expect((await s.webhooks.get('team_a', 'wh_1'))!.lastSuccessAt).toEqual(s.now());
+  });
+
+  it('retries with backoff, counts the event once it failed every attempt, and turns the webhook FAILED at the threshold', async () => {
+    const s = await setup(() => failure(503));
+    await s.addEvent('evt_1');
+    await s.addEvent('evt_2');
+    const first = await s.deliverer.attempt((await s.claim())!);
+    expect(first).toMatchObject({ status: 'PENDING', attempt: 1, lastError: 'receiver answered 503', responseStatus: 503 });
+    expect(first!.nextAttemptAt!.getTime() - s.now().getTime()).toBe(1_000);
+    expect((await s.webhooks.get('team_a', 'wh_1'))).toMatchObject({ consecutiveFailures: 0, lastFailureAt: s.now() });
+
+    for (let i = 0; i < 10; i++) {
+      s.advance(5_000);
+      let c;
+      while ((c = await s.claim())) await s.deliverer.attempt(c);
+    }
+    const rows = [...s.deliveries.rows.values()];
+    expect(rows.map((r) => [r.status, r.attempt])).toEqual([['FAILED', 3], ['FAILED', 3]]);
+    expect(s.endpoint.calls).toHaveLength(6);
+    expect(await s.webhooks.get('team_a', 'wh_1')).toMatchObject({ status: 'FAILED', consecutiveFailures: 2 });
+  });
+
+  it('a success resets the consecutive failures', async () => {
+    let fail = true;
+    const s = await setup(() => (fail ? failure() : success()));
+    await s.addEvent('evt_1');
+    for (let i = 0; i < 3; i++) {
+      s.advance(10_000);
+      const c = await s.claim();
+      if (c) await s.deliverer.attempt(c);
+    }
+    expect((await s.webhooks.get('team_a', 'wh_1'))!.consecutiveFailures).toBe(1);
+    fail = false;
+    await s.addEvent('evt_2');
+    await s.deliverer.attempt((await s.claim())!);
+    expect(await s.webhooks.get('team_a', 'wh_1')).toMatchObject({ status: 'ACTIVE', consecutiveFailures: 0 });
+  });
+
+  it('holds deliveries of a paused webhook without an attempt, and cancels those of a deleted one', async () => {
+    const s = await setup();
+    await s.addEvent('evt_1');
+    await s.webhooks.update('team_a', 'wh_1', { status: 'PAUSED' }, s.now());
+    expect(await s.deliverer.attempt((await s.claim())!)).toBeUndefined();
+    expect(s.endpoint.calls).toHaveLength(0);
+    expect(await s.claim()).toBeUndefined();
+    await s.webhooks.update('team_a', 'wh_1', { status: 'ACTIVE' }, s.now());
+    await s.deliveries.unpark('wh_1');
+    expect(await s.deliverer.attempt((await s.claim())!)).toMatchObject({ status: 'SUCCESS' });
+
+    await s.addEvent('evt_2');
+    await s.webhooks.delete('team_a', 'wh_1');
+    expect(await s.deliverer.attempt((await s.claim())!)).toMatchObject({ status: 'FAILED', attempt: 0, lastError: 'cancelled: webhook deleted' });
+    expect(s.endpoint.calls).toHaveLength(1);
+  });
+
+  it('records nothing when the claim was lost meanwhile', async () => {
+    const s = await setup();
+    await s.addEvent('evt_1');
+    const claim = (await s.claim())!;
+    const stolen = { ...claim, leaseToken: 'someone-else' };
+    expect(await s.deliverer.attempt(stolen)).toBeUndefined();
+    expect((await s.webhooks.get('team_a', 'wh_1'))!.lastSuccessAt).toBeNull();
+  });
+});
+
+describe('delivery worker', () => {
+  it('one slow endpoint never holds up the others', async () => {
+    const gates: (() => void)[] = [];
+    const s = await setup(async (call) => {
+      if (call.target.host === 'slow.example.com') await new Promise<void>((r) => gates.push(r));
+      return success();
+    });
+    await s.webhooks.create({
+      id: 'wh_slow', teamId: 'team_a', url: 'https://slow.example.com/', description: null, eventTypes: ['domain.created'], secret: SECRET,
+      createdAt: s.now(), createdByUserId: 'u',
+    });
+    for (let i = 0; i < 10; i++) await s.addEvent(`evt_slow_${i}`, 'wh_slow');
+    for (let i = 0; i < 5; i++) await s.addEvent(`evt_fast_${i}`);
+    const worker = createDeliveryWorker({
+      deliveries: s.deliveries, deliverer: s.deliverer, concurrency: 4, perWebhookConcurrency: 2, leaseMs: 60_000, pollIntervalMs: 20,
+      logger: silentLogger, now: () => new Date(),
+    });
+    worker.start();
+    try {
+      await expect.poll(() => [...s.deliveries.rows.values()].filter((r) => r.webhookId === 'wh_1' && r.status === 'SUCCESS').length, { timeout: 5_000 }).toBe(5);
+      // The slow webhook holds at most its cap, though it had ten due deliveries first.
+      expect(s.endpoint.calls.filter((c) => c.target.host === 'slow.example.com')).toHaveLength(2);
+    } finally {
+      const stopping = worker.stop();
+      const release = setInterval(() => gates.splice(0).forEach((g) => g()), 5);
+      await stopping;
+      clearInterval(release);
+    }
+  });
+
+  it('a kick starts due deliveries at once', async () => {
+    const s = await setup();
+    const worker = createDeliveryWorker({
+      deliveries: s.deliveries, deliverer: s.deliverer, concurrency: 4, perWebhookConcurrency: 2, leaseMs: 60_000, pollIntervalMs: 60_000,
+      logger: silentLogger, now: () => new Date(),
+    });
+    worker.start();
+    try {
+      await new Promise((r) => setTimeout(r, 50));
+      await s.deliveries.createPending({ teamId: 'team_a', webhookId: 'wh_1', eventId: 'evt_k', type: 'domain.created', payload: '{}', now: new Date() });
+      worker.kick();
+      await expect.poll(() => s.endpoint.calls.length, { timeout: 2_000 }).toBe(1);
+    } finally {
+      await worker.stop();
+    }
+  });
+});
