@@ -73,7 +73,7 @@ let nameSeq = 0;
 const newName = (label: string) => `${label}${nameSeq++}-${Date.now().toString(36)}.example.test`;
 
 async function create(teamId: string, name: string): Promise<domainsV1.Domain> {
-  return (await domains.call.createDomain({ teamId, name, region: 'us-east-1' })).domain!;
+  return (await domains.call.createDomain({ teamId, name, region: 'us-east-1' }, { deadlineMs: 30_000 })).domain!;
 }
 
 /** Publishes every record the domain asks for, as a DNS admin would. */
@@ -98,7 +98,7 @@ describe('create, read, list', () => {
   it('creates a NOT_STARTED domain with its DNS records and an encrypted DKIM key', async () => {
     const teamId = newTeam();
     const name = newName('create');
-    const d = (await domains.call.createDomain({ teamId, name: `  ${name.toUpperCase()}. `, region: 'us-east-1' })).domain!;
+    const d = (await domains.call.createDomain({ teamId, name: `  ${name.toUpperCase()}. `, region: 'us-east-1' }, { deadlineMs: 30_000 })).domain!;
     expect(d).toMatchObject({
       name, teamId, status: DomainStatus.DOMAIN_STATUS_NOT_STARTED, region: 'us-east-1', clickTracking: false, openTracking: false,
       dkimStatus: undefined, spfDetails: undefined, dmarcAdded: false, isVerifying: false, lastCheckedTime: undefined,

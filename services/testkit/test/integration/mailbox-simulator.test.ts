@@ -206,7 +206,8 @@ describe('mailbox simulator (SMTP sink) against the real inbound listener', () =
     const email = newEmail();
     await send(sink.port, email.returnPath, ['heidi@example.com']);
     await expect.poll(() => reportsFor(email.emailId)).toHaveLength(1);
-    expect(events).toContainEqual(expect.objectContaining({ type: 'report-sent', kind: 'dsn', to: email.returnPath, attempts: 2 }));
+    // The sink records the send once the listener's reply is in, which may be a moment after the listener saw it.
+    await expect.poll(() => events).toContainEqual(expect.objectContaining({ type: 'report-sent', kind: 'dsn', to: email.returnPath, attempts: 2 }));
   });
 
   it('gives up at once on a permanent refusal (a sender that is not a signed bounce address), and logs it', async () => {

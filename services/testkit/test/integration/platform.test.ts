@@ -234,11 +234,12 @@ describe('startPlatform failures', () => {
         mongoUrl: testMongoUrl(),
         natsUrl: testNatsUrl(),
         smtpUrl: 'smtp://127.0.0.1:9',
-        readyTimeoutMs: 2500,
+        // Long enough for the stand-in services to start on a loaded two-core machine; only domains never gets ready.
+        readyTimeoutMs: 12_000,
         env: { FAKE_NOT_SERVING: 'domains', BOUNCE_DOMAIN: undefined },
       }).catch((e: Error) => e);
       const message = (error as Error).message;
-      expect(message).toMatch(/platform not ready after 3 s; not ready: domains\n/);
+      expect(message).toMatch(/platform not ready after 12 s; not ready: domains\n/);
       expect(message).toContain('--- domains: grpc.health.v1 Check: NOT_SERVING ---');
       expect(message).toContain('"service":"domains"');
       const env = await readChildEnv(dataDir, 'auth');

@@ -184,7 +184,8 @@ export function domainsRoutes(deps: { upstreams: Upstreams }) {
     }, async (req) => {
       const p = principalOf(req);
       if (p.domainId) throw new GatewayError(403, 'A domain-restricted API key cannot add domains');
-      const res = await domains.call.createDomain({ teamId: p.teamId, name: req.body.name, region: req.body.region });
+      // A 2048-bit RSA key pair is generated per domain: allow it more than the default deadline on a busy node.
+      const res = await domains.call.createDomain({ teamId: p.teamId, name: req.body.name, region: req.body.region }, { deadlineMs: 30_000 });
       return toDomain(res.domain!);
     });
 
