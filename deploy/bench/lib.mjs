@@ -1,0 +1,137 @@
+// Small helpers for `npm run bench`: statistics, process memory, HTTP, the table.
+/* global fetch */
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+
+/** Nearest-rank percentile of numbers (sorted copy); undefined for an empty list. */
+export function percentile(values, p) {
+  if (values.length === 0) return undefined;
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[rank];
+}
+
+export function summarize(values) {
+  if (values.length === 0) return { count: 0, p50: null, p99: null, max: null, mean: null };
+  const mean = values.reduce((a, b) => a + b, 0) / values.length;
+  return {
+    count: values.length,
+    p50: round(percentile(values, 50)),
+    p99: round(percentile(values, 99)),
+    max: round(Math.max(...values)),
+    mean: round(mean),
+  };
+}
+
+export function round(n, digits = 2) {
+  if (n === undefined || n === null || !Number.isFinite(n)) return null;
+  const f = 10 ** digits;
+  return Math.round(n * f) / f;
+}
+
+/** Every process below `rootPid` (children, grandchildren...), from /proc. */
+export function descendants(rootPid) {
+  let entries;
+  try {
+    entries = fs.readdirSync('/proc').filter((e) => /^\d+$/.test(e));
+  } catch {
+    return [];
+  }
+  const parentOf = new Map();
+  for (const e of entries) {
+    try {
+      const stat = fs.readFileSync(`/proc/${e}/stat`, 'utf8');
+      parentOf.set(Number(e), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const found = [];
+  const frontier = [rootPid];
+  while (frontier.length > 0) {
+    const parent = frontier.pop();
+    for (const [pid, ppid] of parentOf) {
+      if (ppid === parent) {
+        found.push(pid);
+        frontier.push(pid);
+      }
+    }
+  }
+  return found;
+}
+
+/** Which platform child a command line belongs to (undefined: not one of them). */
+function childName(cmdline) {
+  const service = /services\/([a-z]+)\/dist\/main\.js/.exec(cmdline);
+  if (service) return service[1];
+  if (cmdline.includes('gateway/dist/server.js')) return 'gateway';
+  if (cmdline.includes('smtp-sink.main.js')) return 'smtp-sink';
+  if (cmdline.includes('nats-server')) return 'nats';
+  if (cmdline.includes('ferretdb')) return 'ferretdb';
+  return undefined;
+}
+
+/** VmRSS in MiB of every platform process below this one, by child name (plus this bench process). */
+export function platformRss() {
+  const out = {};
+  for (const pid of descendants(process.pid)) {
+    try {
+      const cmdline = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+      const name = childName(cmdline);
+      if (!name) continue;
+      const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+      const kb = Number(/VmRSS:\s+(\d+)\s+kB/.exec(status)?.[1] ?? NaN);
+      if (!Number.isFinite(kb)) continue;
+      out[name] = round((out[name] ?? 0) + kb / 1024, 1);
+    } catch {
+      // the process ended between the listing and the read
+    }
+  }
+  out['bench (this process)'] = round(process.memoryUsage().rss / 1024 / 1024, 1);
+  return out;
+}
+
+export async function api(base, method, path, { token, body } = {}) {
+  const headers = {};
+  if (token) headers.authorization = `Bearer ${token}`;
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const res = await fetch(`${base}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await res.text();
+  let parsed;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    parsed = text;
+  }
+  return { status: res.status, body: parsed };
+}
+
+export function runCli(repoRoot, args, env) {
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, [`${repoRoot}/services/auth/bin/mailfleet.mjs`, ...args], { env: { ...process.env, ...env } }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`mailfleet ${args.join(' ')} failed: ${String(stderr).trim() || err.message}`));
+      else resolve(String(stdout));
+    });
+  });
+}
+
+/** Number of complete messages in an SMTP sink directory (one .json per message, written last). */
+export async function sinkCount(dir) {
+  try {
+    return (await fsp.readdir(dir)).filter((f) => f.endsWith('.json')).length;
+  } catch {
+    return 0;
+  }
+}
+
+const fmt = (v, unit = '') => (v === null || v === undefined ? '—' : `${typeof v === 'number' ? v.toLocaleString('en-US', { maximumFractionDigits: 2 }) : v}${unit}`);
+export { fmt };
+
+/** Rows of [label, value] (or [section] for a heading) as an aligned text table. */
+export function table(rows) {
+  const width = Math.max(...rows.filter((r) => r.length > 1).map((r) => r[0].length));
+  return rows
+    .map((r) => (r.length === 1 ? `\n${r[0]}\n${'-'.repeat(r[0].length)}` : `  ${r[0].padEnd(width)}  ${r[1]}`))
+    .join('\n');
+}
