@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Upstreams } from '../../clients/upstreams.js';
 import { analyticsRoutes } from './analytics/analytics.routes.js';
 import { apiKeysRoutes } from './api-keys/api-keys.routes.js';
+import { campaignsRoutes } from './campaigns/campaigns.routes.js';
 import { contactsRoutes } from './contacts/contacts.routes.js';
 import { domainsRoutes } from './domains/domains.routes.js';
 import { settingsRoutes } from './settings/settings.routes.js';
@@ -26,5 +27,6 @@ export function v1Areas(deps: V1Deps): ((app: FastifyInstance) => Promise<void>)
     suppressionsRoutes(deps),
     contactsRoutes(deps),
     webhooksRoutes(deps),
+    campaignsRoutes(deps),
   ];
 }

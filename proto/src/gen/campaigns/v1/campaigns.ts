@@ -233,13 +233,17 @@ export interface CreateCampaignRequest {
   /**
    * When to send: ISO 8601 or a natural-language phrase such as
    * `tomorrow at 9am` or `in 2 hours`, resolved by the service against its
-   * clock (UTC). Absent with send_now false saves a draft.
+   * clock in its configured time zone (UTC by default). Absent with send_now false saves a draft.
    */
   scheduledAt?:
     | string
     | undefined;
   /** Emails per batch (1 to 100,000); absent means the service default. */
-  batchSize?: number | undefined;
+  batchSize?:
+    | number
+    | undefined;
+  /** Minutes between batches (0 to 10,080); absent means 5. */
+  batchWindowMinutes?: number | undefined;
 }
 
 /** CreateCampaignResponse holds the created campaign. */
@@ -288,7 +292,11 @@ export interface ScheduleCampaignRequest {
     | string
     | undefined;
   /** New emails per batch (1 to 100,000); absent leaves it unchanged. */
-  batchSize?: number | undefined;
+  batchSize?:
+    | number
+    | undefined;
+  /** New minutes between batches (0 to 10,080); absent leaves it unchanged. */
+  batchWindowMinutes?: number | undefined;
 }
 
 /** ScheduleCampaignResponse holds the scheduled campaign. */
@@ -1273,6 +1281,7 @@ function createBaseCreateCampaignRequest(): CreateCampaignRequest {
     sendNow: false,
     scheduledAt: undefined,
     batchSize: undefined,
+    batchWindowMinutes: undefined,
   };
 }
 
@@ -1319,6 +1328,9 @@ export const CreateCampaignRequest: MessageFns<CreateCampaignRequest> = {
     }
     if (message.batchSize !== undefined) {
       writer.uint32(112).int32(message.batchSize);
+    }
+    if (message.batchWindowMinutes !== undefined) {
+      writer.uint32(120).int32(message.batchWindowMinutes);
     }
     return writer;
   },
@@ -1448,6 +1460,14 @@ export const CreateCampaignRequest: MessageFns<CreateCampaignRequest> = {
             message.batchSize = reader.int32();
             continue;
           }
+          case 15: {
+            if (tag !== 120) {
+              break;
+            }
+
+            message.batchWindowMinutes = reader.int32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1506,6 +1526,11 @@ export const CreateCampaignRequest: MessageFns<CreateCampaignRequest> = {
         : isSet(object.batch_size)
         ? globalThis.Number(object.batch_size)
         : undefined,
+      batchWindowMinutes: isSet(object.batchWindowMinutes)
+        ? globalThis.Number(object.batchWindowMinutes)
+        : isSet(object.batch_window_minutes)
+        ? globalThis.Number(object.batch_window_minutes)
+        : undefined,
     };
   },
 
@@ -1553,6 +1578,9 @@ export const CreateCampaignRequest: MessageFns<CreateCampaignRequest> = {
     if (message.batchSize !== undefined) {
       obj.batchSize = Math.round(message.batchSize);
     }
+    if (message.batchWindowMinutes !== undefined) {
+      obj.batchWindowMinutes = Math.round(message.batchWindowMinutes);
+    }
     return obj;
   },
 
@@ -1575,6 +1603,7 @@ export const CreateCampaignRequest: MessageFns<CreateCampaignRequest> = {
     message.sendNow = object.sendNow ?? false;
     message.scheduledAt = object.scheduledAt ?? undefined;
     message.batchSize = object.batchSize ?? undefined;
+    message.batchWindowMinutes = object.batchWindowMinutes ?? undefined;
     return message;
   },
 };
@@ -1955,7 +1984,7 @@ export const GetCampaignResponse: MessageFns<GetCampaignResponse> = {
 };
 
 function createBaseScheduleCampaignRequest(): ScheduleCampaignRequest {
-  return { teamId: "", campaignId: "", scheduledAt: undefined, batchSize: undefined };
+  return { teamId: "", campaignId: "", scheduledAt: undefined, batchSize: undefined, batchWindowMinutes: undefined };
 }
 
 export const ScheduleCampaignRequest: MessageFns<ScheduleCampaignRequest> = {
@@ -1971,6 +2000,9 @@ export const ScheduleCampaignRequest: MessageFns<ScheduleCampaignRequest> = {
     }
     if (message.batchSize !== undefined) {
       writer.uint32(32).int32(message.batchSize);
+    }
+    if (message.batchWindowMinutes !== undefined) {
+      writer.uint32(40).int32(message.batchWindowMinutes);
     }
     return writer;
   },
@@ -2020,6 +2052,14 @@ export const ScheduleCampaignRequest: MessageFns<ScheduleCampaignRequest> = {
             message.batchSize = reader.int32();
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.batchWindowMinutes = reader.int32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2054,6 +2094,11 @@ export const ScheduleCampaignRequest: MessageFns<ScheduleCampaignRequest> = {
         : isSet(object.batch_size)
         ? globalThis.Number(object.batch_size)
         : undefined,
+      batchWindowMinutes: isSet(object.batchWindowMinutes)
+        ? globalThis.Number(object.batchWindowMinutes)
+        : isSet(object.batch_window_minutes)
+        ? globalThis.Number(object.batch_window_minutes)
+        : undefined,
     };
   },
 
@@ -2071,6 +2116,9 @@ export const ScheduleCampaignRequest: MessageFns<ScheduleCampaignRequest> = {
     if (message.batchSize !== undefined) {
       obj.batchSize = Math.round(message.batchSize);
     }
+    if (message.batchWindowMinutes !== undefined) {
+      obj.batchWindowMinutes = Math.round(message.batchWindowMinutes);
+    }
     return obj;
   },
 
@@ -2083,6 +2131,7 @@ export const ScheduleCampaignRequest: MessageFns<ScheduleCampaignRequest> = {
     message.campaignId = object.campaignId ?? "";
     message.scheduledAt = object.scheduledAt ?? undefined;
     message.batchSize = object.batchSize ?? undefined;
+    message.batchWindowMinutes = object.batchWindowMinutes ?? undefined;
     return message;
   },
 };

@@ -1,0 +1,177 @@
+import { randomBase62, type Logger } from '@mailfleet/kit';
+import type { emailsV1 } from '@mailfleet/proto';
+import type { Campaign } from '../domain/campaign.js';
+import { renderCampaignText } from '../domain/render.js';
+import { createUnsubscribeToken, unsubscribeUrl } from '../domain/unsubscribe-token.js';
+import type { CampaignUpstreams } from '../clients/upstreams.js';
+import type { CampaignsRepository, SendingState } from '../repositories/campaigns.repository.js';
+
+/** Emails per SendBatch call (the emails service's batch limit). */
+export const CHUNK_SIZE = 100;
+const COUNT_PAGE = 1000;
+
+export interface BatchSender {
+  start(): void;
+  /** One pass: start due scheduled campaigns, then send every due batch. Resolves when done (tests, shutdown). */
+  tick(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export interface BatchSenderDeps {
+  readonly campaigns: CampaignsRepository;
+  readonly upstreams: Pick<CampaignUpstreams, 'bookContacts' | 'sendBatch'>;
+  readonly logger: Logger;
+  readonly publicUrl: string;
+  readonly signingKey: string;
+  readonly pollMs: number;
+  readonly leaseMs: number;
+  /** After a failed batch: how long before it is tried again (the same idempotency keys make the retry safe). */
+  readonly retryDelayMs: number;
+  /** Milliseconds per batchWindowMinutes unit (60,000; shorter in tests). */
+  readonly windowUnitMs: number;
+  readonly now?: () => Date;
+}
+
+/** The idempotency key of one SendBatch call: a retry after a crash replays instead of sending again. */
+export function chunkIdempotencyKey(campaignId: string, batchNo: number, chunkNo: number): string {
+  return `campaign:${campaignId}:batch:${batchNo}:chunk:${chunkNo}`;
+}
+
+/**
+ * The batch sender every replica runs. A due batch is claimed with one
+ * atomic update (a lease on the campaign document), so two replicas never
+ * send the same batch; the lease expires if its holder dies, and the next
+ * holder continues from the stored cursor. Within a batch the contacts go out
+ * in chunks of 100; after each chunk the cursor moves (one atomic update), and
+ * each SendBatch carries an idempotency key per (campaign, batch, chunk), so
+ * a crash between the call and the cursor update replays the call instead of
+ * sending twice. A pause is seen between chunks: the rest of the batch is
+ * not handed over, and a resume continues from the cursor.
+ */
+export function createBatchSender(deps: BatchSenderDeps): BatchSender {
+  const now = deps.now ?? (() => new Date());
+  const owner = `sender-${randomBase62(12)}`;
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<void> | undefined;
+  let stopped = false;
+
+  async function countTotal(c: Campaign): Promise<number> {
+    let total = 0;
+    let cursor: string | null = null;
+    for (;;) {
+      const page = await deps.upstreams.bookContacts(c.teamId, c.contactBookId ?? '', cursor, COUNT_PAGE);
+      total += page.contacts.length;
+      if (!page.nextCursor) return total;
+      cursor = page.nextCursor;
+    }
+  }
+
+  function render(c: Campaign, contact: { id: string; email: string; firstName?: string | undefined; lastName?: string | undefined; properties: Readonly<Record<string, string>> }): emailsV1.OutgoingEmail {
+    const url = unsubscribeUrl(deps.publicUrl, createUnsubscribeToken(deps.signingKey, { teamId: c.teamId, campaignId: c.id, contactId: contact.id }));
+    const html = c.html ? renderCampaignText(c.html, contact, url, true) : undefined;
+    const text = c.content ? renderCampaignText(c.content, contact, url, false) : undefined;
+    return {
+      to: [contact.email],
+      from: c.from,
+      subject: renderCampaignText(c.subject, contact, url, false),
+      html,
+      text,
+      templateId: undefined,
+      variables: undefined,
+      replyTo: [...c.replyTo],
+      cc: [...c.cc],
+      bcc: [...c.bcc],
+      headers: { 'List-Unsubscribe': `<${url}>`, 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' },
+      attachments: [],
+      scheduledAt: undefined,
+      inReplyToId: undefined,
+      campaignId: c.id,
+      contactId: contact.id,
+      metadata: undefined,
+    };
+  }
+
+  async function runBatch(s: SendingState): Promise<void> {
+    const c = s.campaign;
+    const log = deps.logger.child({ campaignId: c.id, batch: s.batchNo });
+    if (!s.totalCounted) await deps.campaigns.setTotal(c.id, owner, await countTotal(c));
+    let { cursor, sentInBatch, chunkNo } = s;
+    let done = false;
+    while (sentInBatch < c.batchSize) {
+      if (stopped) return deps.campaigns.release(c.id, owner);
+      const want = Math.min(CHUNK_SIZE, c.batchSize - sentInBatch);
+      const page = await deps.upstreams.bookContacts(c.teamId, c.contactBookId ?? '', cursor, want);
+      if (page.contacts.length > 0) {
+        await deps.upstreams.sendBatch({
+          teamId: c.teamId,
+          emails: page.contacts.map((ct) => render(c, ct)),
+          idempotencyKey: chunkIdempotencyKey(c.id, s.batchNo, chunkNo),
+          bodyHash: undefined,
+          restrictDomainId: undefined,
+          apiKeyId: undefined,
+        });
+      }
+      sentInBatch += page.contacts.length;
+      chunkNo += 1;
+      // At the end of the book the contacts service gives no next cursor: the campaign is complete.
+      cursor = page.nextCursor ?? cursor;
+      done = !page.nextCursor;
+      const status = await deps.campaigns.advance(c.id, owner, { cursor, sentInBatch, chunkNo }, now(), deps.leaseMs);
+      if (status === undefined) {
+        log.info('campaign gone or claim lost; batch abandoned');
+        return;
+      }
+      if (done) break;
+      if (status !== 'SENDING') {
+        log.info({ status }, 'campaign paused mid-batch; the rest waits for a resume');
+        await deps.campaigns.release(c.id, owner);
+        return;
+      }
+    }
+    const t = now();
+    await deps.campaigns.finishBatch(c.id, owner, done, new Date(t.getTime() + c.batchWindowMinutes * deps.windowUnitMs), t);
+    log.info({ sentInBatch, completed: done }, done ? 'campaign completed' : 'batch handed over');
+  }
+
+  async function tick(): Promise<void> {
+    await deps.campaigns.startDue(now());
+    for (let i = 0; i < 100 && !stopped; i++) {
+      const claimed = await deps.campaigns.claimDue(owner, now(), deps.leaseMs);
+      if (!claimed) return;
+      try {
+        await runBatch(claimed);
+      } catch (err) {
+        deps.logger.warn({ err, campaignId: claimed.campaign.id }, 'campaign batch failed; retried after a delay');
+        // Not at once, so a failing upstream is not hammered; the retry reuses the chunk's idempotency key.
+        await deps.campaigns.backOff(claimed.campaign.id, owner, new Date(now().getTime() + deps.retryDelayMs));
+      }
+    }
+  }
+
+  function schedule(): void {
+    if (running || stopped) return;
+    running = tick()
+      .catch((err: unknown) => deps.logger.warn({ err }, 'campaign sender pass failed; will retry'))
+      .finally(() => {
+        running = undefined;
+      });
+  }
+
+  return {
+    start() {
+      stopped = false;
+      timer = setInterval(schedule, deps.pollMs);
+      timer.unref();
+      schedule();
+    },
+    async tick() {
+      while (running) await running;
+      await tick();
+    },
+    async stop() {
+      stopped = true;
+      clearInterval(timer);
+      await running;
+    },
+  };
+}
