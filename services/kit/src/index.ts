@@ -13,3 +13,4 @@ export * from './nats/events.js';
 export * from './nats/consumer.js';
 export * from './nats/outbox.js';
 export * from './ids.js';
+export * from './poller.js';

@@ -1,4 +1,4 @@
-import type { Logger } from '@mailfleet/kit';
+import { createPoller, type Logger } from '@mailfleet/kit';
 import type { DnsClient } from '../clients/dns.client.js';
 import { evaluateMx, evaluateTxt, type DnsRecordSpec, type RecordCheck } from '../domain/records.js';
 import { decideOutcome, type VerificationTimings } from '../domain/verification.js';
@@ -42,10 +42,6 @@ export interface VerificationWorkerOptions {
  */
 export function createVerificationWorker(opts: VerificationWorkerOptions): VerificationWorker {
   const now = opts.now ?? (() => new Date());
-  let timer: NodeJS.Timeout | undefined;
-  let running: Promise<number> | undefined;
-  let again = false;
-  let stopped = true;
   let stopping = false;
 
   async function check(claim: ClaimedCheck): Promise<void> {
@@ -95,56 +91,24 @@ export function createVerificationWorker(opts: VerificationWorkerOptions): Verif
     return handled;
   }
 
-  function schedule(delay: number): void {
-    if (stopped) return;
-    clearTimeout(timer);
-    timer = setTimeout(tick, Math.max(0, delay));
-  }
-
   async function nextDelay(): Promise<number> {
     const due = await opts.repo.nextDueAt(now());
     if (!due) return opts.pollIntervalMs;
     return Math.min(opts.pollIntervalMs, Math.max(20, due.getTime() - now().getTime()));
   }
 
-  function tick(): void {
-    if (running) {
-      again = true;
-      return;
-    }
-    running = runOnce()
-      .catch((err: unknown) => {
-        opts.logger.warn({ err }, 'verification pass failed; will retry');
-        return 0;
-      })
-      .finally(() => {
-        running = undefined;
-        if (again) {
-          again = false;
-          schedule(0);
-          return;
-        }
-        if (!stopped) void nextDelay().then(schedule, () => schedule(opts.pollIntervalMs));
-      });
-  }
+  const poller = createPoller({ name: 'domain verification', pass: runOnce, logger: opts.logger, intervalMs: opts.pollIntervalMs, nextDelayMs: nextDelay });
 
   return {
     start() {
-      stopped = false;
       stopping = false;
-      schedule(0);
+      poller.start();
     },
-    kick() {
-      if (stopped) return;
-      if (running) again = true;
-      else schedule(0);
-    },
+    kick: () => poller.kick(),
     runOnce,
     async stop() {
-      stopped = true;
       stopping = true;
-      clearTimeout(timer);
-      await running;
+      await poller.stop();
     },
   };
 }

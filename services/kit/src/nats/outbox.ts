@@ -1,6 +1,7 @@
 import type { Collection, Document, Filter, UpdateFilter } from 'mongodb';
 import type { Logger } from '../logger.js';
 import { bulkWriteInChunks } from '../mongo.js';
+import { createPoller } from '../poller.js';
 import type { ServiceMetrics } from '../metrics.js';
 import type { NatsHandle } from './connection.js';
 import { encodeEvent, subjectFor, type EventEnvelope } from './events.js';
@@ -76,10 +77,6 @@ export function createOutboxRelay(opts: OutboxRelayOptions): OutboxRelay {
   const intervalMs = opts.intervalMs ?? 1_000;
   const batchSize = opts.batchSize ?? 500;
   const concurrency = opts.concurrency ?? 16;
-  let timer: NodeJS.Timeout | undefined;
-  let running: Promise<number> | undefined;
-  let again = false;
-  let stopped = false;
 
   async function passCollection(col: Collection<Document>): Promise<number> {
     const pending = { 'outbox.0': { $exists: true } } as Filter<Document>;
@@ -125,47 +122,13 @@ export function createOutboxRelay(opts: OutboxRelayOptions): OutboxRelay {
     return total;
   }
 
-  function schedule(delay: number): void {
-    if (stopped) return;
-    clearTimeout(timer);
-    timer = setTimeout(tick, delay);
-  }
-
-  function tick(): void {
-    if (running) {
-      again = true;
-      return;
-    }
-    running = drainOnce()
-      .catch((err: unknown) => {
-        opts.logger.warn({ err }, 'outbox relay pass failed; will retry');
-        return 0;
-      })
-      .finally(() => {
-        running = undefined;
-        if (again) {
-          again = false;
-          schedule(0);
-        } else {
-          schedule(intervalMs);
-        }
-      });
-  }
+  const poller = createPoller({ name: 'outbox relay', pass: drainOnce, logger: opts.logger, intervalMs });
 
   return {
-    start() {
-      stopped = false;
-      schedule(0);
-    },
-    kick() {
-      if (!stopped) schedule(0);
-    },
+    start: () => poller.start(),
+    kick: () => poller.kick(),
     drainOnce,
-    async stop() {
-      stopped = true;
-      clearTimeout(timer);
-      await running;
-    },
+    stop: () => poller.stop(),
   };
 }
 
