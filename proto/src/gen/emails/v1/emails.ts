@@ -657,6 +657,43 @@ export interface DeleteCampaignEmailsResponse {
   deletedCount: number;
 }
 
+/** RecordOpenRequest is one fetch of a tracking pixel. */
+export interface RecordOpenRequest {
+  /** The signed token from the pixel URL. */
+  token: string;
+  /** User-Agent header of the request; empty when absent. */
+  userAgent: string;
+  /** Client IP address as the gateway sees it; empty when unknown. */
+  ip: string;
+}
+
+/** RecordOpenResponse says whether the open was recorded. */
+export interface RecordOpenResponse {
+  /** False when the token was valid but its email no longer exists. */
+  recorded: boolean;
+}
+
+/** RecordClickRequest is one follow of a tracked link. */
+export interface RecordClickRequest {
+  /** The signed token from the link URL. */
+  token: string;
+  /** User-Agent header of the request; empty when absent. */
+  userAgent: string;
+  /** Client IP address as the gateway sees it; empty when unknown. */
+  ip: string;
+}
+
+/** RecordClickResponse holds where to send the recipient. */
+export interface RecordClickResponse {
+  /** The original URL of the link (http or https). */
+  url: string;
+  /**
+   * False when the token was valid but its email no longer exists (the
+   * recipient is still redirected).
+   */
+  recorded: boolean;
+}
+
 function createBaseAttachment(): Attachment {
   return { filename: "", content: Buffer.alloc(0) };
 }
@@ -5141,6 +5178,368 @@ export const DeleteCampaignEmailsResponse: MessageFns<DeleteCampaignEmailsRespon
   },
 };
 
+function createBaseRecordOpenRequest(): RecordOpenRequest {
+  return { token: "", userAgent: "", ip: "" };
+}
+
+export const RecordOpenRequest: MessageFns<RecordOpenRequest> = {
+  encode(message: RecordOpenRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.token !== "") {
+      writer.uint32(10).string(message.token);
+    }
+    if (message.userAgent !== "") {
+      writer.uint32(18).string(message.userAgent);
+    }
+    if (message.ip !== "") {
+      writer.uint32(26).string(message.ip);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RecordOpenRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRecordOpenRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.token = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.userAgent = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.ip = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RecordOpenRequest {
+    return {
+      token: isSet(object.token) ? globalThis.String(object.token) : "",
+      userAgent: isSet(object.userAgent)
+        ? globalThis.String(object.userAgent)
+        : isSet(object.user_agent)
+        ? globalThis.String(object.user_agent)
+        : "",
+      ip: isSet(object.ip) ? globalThis.String(object.ip) : "",
+    };
+  },
+
+  toJSON(message: RecordOpenRequest): unknown {
+    const obj: any = {};
+    if (message.token !== "") {
+      obj.token = message.token;
+    }
+    if (message.userAgent !== "") {
+      obj.userAgent = message.userAgent;
+    }
+    if (message.ip !== "") {
+      obj.ip = message.ip;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RecordOpenRequest>, I>>(base?: I): RecordOpenRequest {
+    return RecordOpenRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RecordOpenRequest>, I>>(object: I): RecordOpenRequest {
+    const message = createBaseRecordOpenRequest();
+    message.token = object.token ?? "";
+    message.userAgent = object.userAgent ?? "";
+    message.ip = object.ip ?? "";
+    return message;
+  },
+};
+
+function createBaseRecordOpenResponse(): RecordOpenResponse {
+  return { recorded: false };
+}
+
+export const RecordOpenResponse: MessageFns<RecordOpenResponse> = {
+  encode(message: RecordOpenResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.recorded !== false) {
+      writer.uint32(8).bool(message.recorded);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RecordOpenResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRecordOpenResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.recorded = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RecordOpenResponse {
+    return { recorded: isSet(object.recorded) ? globalThis.Boolean(object.recorded) : false };
+  },
+
+  toJSON(message: RecordOpenResponse): unknown {
+    const obj: any = {};
+    if (message.recorded !== false) {
+      obj.recorded = message.recorded;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RecordOpenResponse>, I>>(base?: I): RecordOpenResponse {
+    return RecordOpenResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RecordOpenResponse>, I>>(object: I): RecordOpenResponse {
+    const message = createBaseRecordOpenResponse();
+    message.recorded = object.recorded ?? false;
+    return message;
+  },
+};
+
+function createBaseRecordClickRequest(): RecordClickRequest {
+  return { token: "", userAgent: "", ip: "" };
+}
+
+export const RecordClickRequest: MessageFns<RecordClickRequest> = {
+  encode(message: RecordClickRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.token !== "") {
+      writer.uint32(10).string(message.token);
+    }
+    if (message.userAgent !== "") {
+      writer.uint32(18).string(message.userAgent);
+    }
+    if (message.ip !== "") {
+      writer.uint32(26).string(message.ip);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RecordClickRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRecordClickRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.token = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.userAgent = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.ip = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RecordClickRequest {
+    return {
+      token: isSet(object.token) ? globalThis.String(object.token) : "",
+      userAgent: isSet(object.userAgent)
+        ? globalThis.String(object.userAgent)
+        : isSet(object.user_agent)
+        ? globalThis.String(object.user_agent)
+        : "",
+      ip: isSet(object.ip) ? globalThis.String(object.ip) : "",
+    };
+  },
+
+  toJSON(message: RecordClickRequest): unknown {
+    const obj: any = {};
+    if (message.token !== "") {
+      obj.token = message.token;
+    }
+    if (message.userAgent !== "") {
+      obj.userAgent = message.userAgent;
+    }
+    if (message.ip !== "") {
+      obj.ip = message.ip;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RecordClickRequest>, I>>(base?: I): RecordClickRequest {
+    return RecordClickRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RecordClickRequest>, I>>(object: I): RecordClickRequest {
+    const message = createBaseRecordClickRequest();
+    message.token = object.token ?? "";
+    message.userAgent = object.userAgent ?? "";
+    message.ip = object.ip ?? "";
+    return message;
+  },
+};
+
+function createBaseRecordClickResponse(): RecordClickResponse {
+  return { url: "", recorded: false };
+}
+
+export const RecordClickResponse: MessageFns<RecordClickResponse> = {
+  encode(message: RecordClickResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.url !== "") {
+      writer.uint32(10).string(message.url);
+    }
+    if (message.recorded !== false) {
+      writer.uint32(16).bool(message.recorded);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RecordClickResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRecordClickResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.url = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.recorded = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RecordClickResponse {
+    return {
+      url: isSet(object.url) ? globalThis.String(object.url) : "",
+      recorded: isSet(object.recorded) ? globalThis.Boolean(object.recorded) : false,
+    };
+  },
+
+  toJSON(message: RecordClickResponse): unknown {
+    const obj: any = {};
+    if (message.url !== "") {
+      obj.url = message.url;
+    }
+    if (message.recorded !== false) {
+      obj.recorded = message.recorded;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RecordClickResponse>, I>>(base?: I): RecordClickResponse {
+    return RecordClickResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RecordClickResponse>, I>>(object: I): RecordClickResponse {
+    const message = createBaseRecordClickResponse();
+    message.url = object.url ?? "";
+    message.recorded = object.recorded ?? false;
+    return message;
+  },
+};
+
 /** EmailsService sends email and serves stored emails, events and templates. */
 export type EmailsServiceService = typeof EmailsServiceService;
 export const EmailsServiceService = {
@@ -5343,6 +5742,37 @@ export const EmailsServiceService = {
       Buffer.from(DeleteCampaignEmailsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): DeleteCampaignEmailsResponse => DeleteCampaignEmailsResponse.decode(value),
   },
+  /**
+   * RecordOpen records an open from the tracking pixel that the gateway
+   * serves publicly (`GET {PUBLIC_URL}/v1/track/open?t={token}`) and publishes
+   * `email.opened`. The token is signed by this service: a forged or altered
+   * token is INVALID_ARGUMENT and nothing is recorded; an email deleted since
+   * is answered with recorded false.
+   */
+  recordOpen: {
+    path: "/emails.v1.EmailsService/RecordOpen" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RecordOpenRequest): Buffer => Buffer.from(RecordOpenRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RecordOpenRequest => RecordOpenRequest.decode(value),
+    responseSerialize: (value: RecordOpenResponse): Buffer => Buffer.from(RecordOpenResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RecordOpenResponse => RecordOpenResponse.decode(value),
+  },
+  /**
+   * RecordClick records a click on a tracked link
+   * (`GET {PUBLIC_URL}/v1/track/click?t={token}`), publishes `email.clicked` and
+   * returns the original URL to redirect to. INVALID_ARGUMENT for a forged or
+   * altered token (the gateway then redirects nowhere).
+   */
+  recordClick: {
+    path: "/emails.v1.EmailsService/RecordClick" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RecordClickRequest): Buffer => Buffer.from(RecordClickRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RecordClickRequest => RecordClickRequest.decode(value),
+    responseSerialize: (value: RecordClickResponse): Buffer => Buffer.from(RecordClickResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RecordClickResponse => RecordClickResponse.decode(value),
+  },
 } as const;
 
 export interface EmailsServiceServer extends UntypedServiceImplementation {
@@ -5410,6 +5840,21 @@ export interface EmailsServiceServer extends UntypedServiceImplementation {
    * emails of the campaign are cancelled first. Idempotent.
    */
   deleteCampaignEmails: handleUnaryCall<DeleteCampaignEmailsRequest, DeleteCampaignEmailsResponse>;
+  /**
+   * RecordOpen records an open from the tracking pixel that the gateway
+   * serves publicly (`GET {PUBLIC_URL}/v1/track/open?t={token}`) and publishes
+   * `email.opened`. The token is signed by this service: a forged or altered
+   * token is INVALID_ARGUMENT and nothing is recorded; an email deleted since
+   * is answered with recorded false.
+   */
+  recordOpen: handleUnaryCall<RecordOpenRequest, RecordOpenResponse>;
+  /**
+   * RecordClick records a click on a tracked link
+   * (`GET {PUBLIC_URL}/v1/track/click?t={token}`), publishes `email.clicked` and
+   * returns the original URL to redirect to. INVALID_ARGUMENT for a forged or
+   * altered token (the gateway then redirects nowhere).
+   */
+  recordClick: handleUnaryCall<RecordClickRequest, RecordClickResponse>;
 }
 
 export interface EmailsServiceClient extends Client {
@@ -5686,6 +6131,49 @@ export interface EmailsServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: DeleteCampaignEmailsResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * RecordOpen records an open from the tracking pixel that the gateway
+   * serves publicly (`GET {PUBLIC_URL}/v1/track/open?t={token}`) and publishes
+   * `email.opened`. The token is signed by this service: a forged or altered
+   * token is INVALID_ARGUMENT and nothing is recorded; an email deleted since
+   * is answered with recorded false.
+   */
+  recordOpen(
+    request: RecordOpenRequest,
+    callback: (error: ServiceError | null, response: RecordOpenResponse) => void,
+  ): ClientUnaryCall;
+  recordOpen(
+    request: RecordOpenRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RecordOpenResponse) => void,
+  ): ClientUnaryCall;
+  recordOpen(
+    request: RecordOpenRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RecordOpenResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * RecordClick records a click on a tracked link
+   * (`GET {PUBLIC_URL}/v1/track/click?t={token}`), publishes `email.clicked` and
+   * returns the original URL to redirect to. INVALID_ARGUMENT for a forged or
+   * altered token (the gateway then redirects nowhere).
+   */
+  recordClick(
+    request: RecordClickRequest,
+    callback: (error: ServiceError | null, response: RecordClickResponse) => void,
+  ): ClientUnaryCall;
+  recordClick(
+    request: RecordClickRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RecordClickResponse) => void,
+  ): ClientUnaryCall;
+  recordClick(
+    request: RecordClickRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RecordClickResponse) => void,
   ): ClientUnaryCall;
 }
 

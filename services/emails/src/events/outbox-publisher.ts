@@ -1,0 +1,173 @@
+import { encodeEvent, type Logger, type NatsHandle, type OutboxEntry, type ServiceMetrics } from '@mailfleet/kit';
+import type { AnyBulkWriteOperation, Collection, Document } from 'mongodb';
+
+/**
+ * The fast path of the emails outbox. Every write of this process that
+ * carries events names the email it wrote; this publisher reads exactly those
+ * documents (by id) soon after and publishes their outbox entries. No
+ * collection scan: on FerretDB (no index use for the relay's `outbox.0
+ * exists` filter) a scan of every email per second per replica was the
+ * largest load of the whole send path. The relay's pass over the collection
+ * still runs at a slow interval as the safety net (a crash between a write
+ * and its publish, another replica that died).
+ *
+ * Removing published entries is a rewrite of the whole document on FerretDB,
+ * so it is deferred: the email's next change (the relay's answer comes
+ * milliseconds after QUEUED, the delivery report soon after SENT) drops the
+ * entries this process published as part of its own write (`isPublished`),
+ * and only what is still there after `removeAfterMs` is removed separately
+ * (a conditional update that writes nothing when it is gone already).
+ *
+ * Publishing twice is harmless (Nats-Msg-Id dedup, consumers idempotent on
+ * the event id), so this and the safety net need no coordination.
+ */
+export interface OutboxPublisher {
+  /** These emails have just been written with events. */
+  hint(ids: Iterable<string>): void;
+  /** Whether this process published the entry and it may be dropped with the email's next write. */
+  isPublished(eventId: string): boolean;
+  start(): void;
+  /** Publishes what was hinted so far and removes what was published, then stops. */
+  stop(): Promise<void>;
+}
+
+/** Documents per round: FerretDB keeps a SQLite connection per statement of a bulk command until it ends (pool of 100). */
+const BATCH = 25;
+/** Published entries remembered at most (older ones are simply removed by their own update). */
+const MAX_REMEMBERED = 50_000;
+
+export function createOutboxPublisher(opts: {
+  collection: Collection<Document>;
+  nats: NatsHandle;
+  logger: Logger;
+  metrics?: ServiceMetrics;
+  /** Delay that gathers the hints of a burst of writes into one round. */
+  delayMs?: number;
+  /** How long a published entry waits for the email's next write to take it away. */
+  removeAfterMs?: number;
+}): OutboxPublisher {
+  const pending = new Set<string>();
+  const delay = opts.delayMs ?? 100;
+  const removeAfterMs = opts.removeAfterMs ?? 3_000;
+  /** Published entry id -> email id. */
+  const published = new Map<string, string>();
+  /** Removals waiting: email id -> entries and when they are due. */
+  const removals = new Map<string, { entries: OutboxEntry[]; dueAt: number }>();
+  let timer: NodeJS.Timeout | undefined;
+  let removalTimer: NodeJS.Timeout | undefined;
+  let running: Promise<void> | undefined;
+  let removing: Promise<void> | undefined;
+  let stopped = true;
+
+  function remember(emailId: string, entries: OutboxEntry[]): void {
+    for (const e of entries) published.set(e.id, emailId);
+    while (published.size > MAX_REMEMBERED) {
+      const oldest = published.keys().next().value as string;
+      published.delete(oldest);
+    }
+    const known = removals.get(emailId);
+    removals.set(emailId, { entries: [...(known?.entries ?? []), ...entries], dueAt: Date.now() + removeAfterMs });
+    scheduleRemovals();
+  }
+
+  async function round(ids: string[]): Promise<void> {
+    // One read per id, not `_id: {$in}`: FerretDB uses the primary key only for plain equality and would
+    // scan the whole collection for the $in.
+    const docs = (await Promise.all(ids.map((id) => opts.collection.findOne({ _id: id } as Document, { projection: { _id: 1, outbox: 1 } }))))
+      .filter((d) => d !== null);
+    for (const doc of docs) {
+      const entries = ((doc.outbox ?? []) as OutboxEntry[]).filter((e) => !published.has(e.id));
+      const done: OutboxEntry[] = [];
+      try {
+        for (const entry of entries) {
+          await opts.nats.js.publish(entry.subject, encodeEvent(entry.event), { msgID: entry.id, timeout: 5_000 });
+          opts.metrics?.eventsPublished.inc({ type: entry.event.type });
+          done.push(entry);
+        }
+      } finally {
+        if (done.length > 0) remember(String(doc._id), done);
+      }
+    }
+  }
+
+  async function drain(): Promise<void> {
+    while (pending.size > 0) {
+      const ids = [...pending].slice(0, BATCH);
+      for (const id of ids) pending.delete(id);
+      try {
+        await round(ids);
+      } catch (err) {
+        // Left in the outbox: the relay's pass publishes them.
+        opts.logger.warn({ err, count: ids.length }, 'publishing email events failed; the outbox relay will retry');
+        return;
+      }
+    }
+  }
+
+  /** Removes the due (or, when `all`, every) published entries still on their emails. */
+  async function removeDue(all = false): Promise<void> {
+    const now = Date.now();
+    const due = [...removals].filter(([, r]) => all || r.dueAt <= now);
+    for (let i = 0; i < due.length; i += BATCH) {
+      const chunk = due.slice(i, i + BATCH);
+      for (const [emailId] of chunk) removals.delete(emailId);
+      // Conditional on the first entry still being there: when a later write took them away this writes nothing.
+      const ops: AnyBulkWriteOperation<Document>[] = chunk.map(([emailId, r]) => ({
+        updateOne: { filter: { _id: emailId, 'outbox.id': r.entries[0]!.id } as Document, update: { $pullAll: { outbox: r.entries } } as Document },
+      }));
+      try {
+        await opts.collection.bulkWrite(ops, { ordered: false });
+        for (const [, r] of chunk) for (const e of r.entries) published.delete(e.id);
+      } catch (err) {
+        opts.logger.warn({ err, count: chunk.length }, 'removing published email events failed; the outbox relay will finish it');
+      }
+    }
+  }
+
+  function scheduleRemovals(): void {
+    if (removalTimer || removing) return;
+    removalTimer = setTimeout(() => {
+      removalTimer = undefined;
+      removing = removeDue().finally(() => {
+        removing = undefined;
+        if (removals.size > 0 && !stopped) scheduleRemovals();
+      });
+    }, stopped ? 0 : Math.min(removeAfterMs, 1_000));
+  }
+
+  function schedule(): void {
+    if (stopped || timer || running) return;
+    timer = setTimeout(() => {
+      timer = undefined;
+      running = drain().finally(() => {
+        running = undefined;
+        if (pending.size > 0) schedule();
+      });
+    }, delay);
+  }
+
+  return {
+    hint(ids) {
+      for (const id of ids) pending.add(id);
+      schedule();
+    },
+    isPublished(eventId) {
+      return published.has(eventId);
+    },
+    start() {
+      stopped = false;
+      schedule();
+    },
+    async stop() {
+      stopped = true;
+      clearTimeout(timer);
+      clearTimeout(removalTimer);
+      timer = undefined;
+      removalTimer = undefined;
+      await running;
+      await removing;
+      await drain();
+      await removeDue(true);
+    },
+  };
+}

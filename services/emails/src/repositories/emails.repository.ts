@@ -1,0 +1,522 @@
+import {
+  createEvent, ensureOutboxIndex, isDuplicateKeyError, NOT_DELETED, outboxEntries, withOutbox, type EventEnvelope, type OutboxDoc, type OutboxEntry,
+} from '@mailfleet/kit';
+import { Binary, type Collection, type Db, type Document, type Filter, type UpdateFilter } from 'mongodb';
+import { emailEventData, type EmailFacts, type EventExtras } from '../domain/event-data.js';
+import { advanceStatus, eventTypeOf, type EmailStatus } from '../domain/status.js';
+
+/** One stored status change (SPEC 2.5); its id is the id of the `email.*` event published for it. */
+export interface StoredEvent {
+  readonly id: string;
+  readonly status: EmailStatus;
+  readonly data: Record<string, unknown>;
+  readonly createdAt: Date;
+}
+
+/** Where each envelope recipient stands. */
+export interface RecipientSets {
+  /** Still to be handed to the relay. */
+  readonly pending: readonly string[];
+  /** Taken by the relay. */
+  readonly accepted: readonly string[];
+  /** Refused for good (5xx at RCPT). */
+  readonly bounced: readonly string[];
+  /** Not sent: suppressed or unsubscribed. */
+  readonly suppressed: readonly string[];
+  /** Given up after retries, or dropped with the email (failed, cancelled, rejected). */
+  readonly failed: readonly string[];
+}
+
+export type SendState = 'PENDING' | 'DONE';
+
+export interface EmailRecord {
+  readonly id: string;
+  readonly teamId: string;
+  readonly domainId: string;
+  readonly from: string;
+  readonly fromAddress: string;
+  readonly to: readonly string[];
+  readonly toAddresses: readonly string[];
+  readonly cc: readonly string[];
+  readonly bcc: readonly string[];
+  readonly replyTo: readonly string[];
+  readonly subject: string;
+  /** Bodies and custom headers live in their own document: present only on reads that ask for them. */
+  readonly content?: EmailContent | undefined;
+  readonly hasAttachments: boolean;
+  readonly templateId?: string | undefined;
+  readonly campaignId?: string | undefined;
+  readonly contactId?: string | undefined;
+  readonly metadata?: Readonly<Record<string, unknown>> | undefined;
+  /** `<id@sending-domain>`. */
+  readonly messageId: string;
+  readonly inReplyTo?: string | undefined;
+  readonly references: readonly string[];
+  readonly scheduledAt?: Date | undefined;
+  readonly latestStatus: EmailStatus;
+  readonly events: readonly StoredEvent[];
+  readonly sendState: SendState;
+  readonly recipients: RecipientSets;
+  readonly attempts: number;
+  readonly nextAttemptAt?: Date | undefined;
+  readonly suppressionCheckedAt: Date;
+  readonly sentAt?: Date | undefined;
+  readonly reportKeys: readonly string[];
+  readonly trackingEventCount: number;
+  /** Events written and not yet removed after publishing. */
+  readonly outbox: readonly OutboxEntry[];
+  readonly version: number;
+  readonly createdAt: Date;
+  readonly updatedAt: Date;
+}
+
+interface EmailDoc extends OutboxDoc {
+  _id: string;
+  teamId: string;
+  domainId: string;
+  from: string;
+  fromAddress: string;
+  to: string[];
+  toAddresses: string[];
+  cc: string[];
+  bcc: string[];
+  replyTo: string[];
+  subject: string;
+  hasAttachments: boolean;
+  templateId?: string;
+  campaignId?: string;
+  contactId?: string;
+  /** JSON text: free-form keys must not become field names. */
+  metadataJson?: string;
+  messageId: string;
+  inReplyTo?: string;
+  references: string[];
+  scheduledAt?: Date;
+  latestStatus: EmailStatus;
+  events: { id: string; status: EmailStatus; data: Record<string, unknown>; createdAt: Date }[];
+  sendState: SendState;
+  recipients: { pending: string[]; accepted: string[]; bounced: string[]; suppressed: string[]; failed: string[] };
+  attempts: number;
+  /** Set while PENDING: when the email is due (its schedule, or its next retry). The send queue mirrors it. */
+  nextAttemptAt?: Date;
+  suppressionCheckedAt: Date;
+  sentAt?: Date;
+  bouncedAt?: Date;
+  bouncedEmail?: string;
+  complainedAt?: Date;
+  complainedEmail?: string;
+  /** Hashes of the delivery reports already applied (a report delivered twice counts once). */
+  reportKeys: string[];
+  trackingEventCount: number;
+  /** Bumped by every change: writes are compare-and-set on it. */
+  version: number;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+/** The rendered bodies and custom headers: written once, read to send and to show; kept out of the email document, which every status change rewrites. */
+export interface EmailContent {
+  readonly html?: string | undefined;
+  readonly text?: string | undefined;
+  readonly headers: readonly (readonly [string, string])[];
+}
+
+interface ContentDoc {
+  _id: string;
+  teamId: string;
+  html?: string;
+  text?: string;
+  /** Name/value pairs, not an object: header names may hold dots, which field names must not (and FerretDB takes no nested arrays). */
+  headers: { name: string; value: string }[];
+}
+
+function toContent(d: ContentDoc | null | undefined): EmailContent {
+  return { html: d?.html, text: d?.text, headers: (d?.headers ?? []).map((h) => [h.name, h.value] as const) };
+}
+
+interface AttachmentsDoc {
+  _id: string;
+  teamId: string;
+  items: { filename: string; content: Binary }[];
+}
+
+/** A new email as the accept path builds it. */
+export interface NewEmail {
+  readonly id: string;
+  readonly teamId: string;
+  readonly domainId: string;
+  readonly from: string;
+  readonly fromAddress: string;
+  readonly to: readonly string[];
+  readonly toAddresses: readonly string[];
+  readonly cc: readonly string[];
+  readonly bcc: readonly string[];
+  readonly replyTo: readonly string[];
+  readonly subject: string;
+  readonly html?: string | undefined;
+  readonly text?: string | undefined;
+  readonly headers: readonly (readonly [string, string])[];
+  readonly attachments: readonly { readonly filename: string; readonly content: Buffer }[];
+  readonly templateId?: string | undefined;
+  readonly campaignId?: string | undefined;
+  readonly contactId?: string | undefined;
+  readonly metadata?: Readonly<Record<string, unknown>> | undefined;
+  readonly messageId: string;
+  readonly inReplyTo?: string | undefined;
+  readonly references: readonly string[];
+  readonly scheduledAt?: Date | undefined;
+  /** Recipients to send to; empty when nothing will be sent. */
+  readonly pending: readonly string[];
+  readonly suppressed: readonly string[];
+  /** Recipients dropped with the email (rendering failure). */
+  readonly failed?: readonly string[] | undefined;
+  /** The events of the accept, in order (for example SUPPRESSED then QUEUED). */
+  readonly events: readonly { status: EmailStatus; extras?: EventExtras }[];
+  readonly createdAt: Date;
+}
+
+/** A change computed from the current state; null means nothing to do. */
+export interface Mutation {
+  readonly set?: Readonly<Record<string, unknown>>;
+  readonly unset?: readonly string[];
+  readonly events?: readonly { status: EmailStatus; extras?: EventExtras; occurredAt?: Date; store?: boolean }[];
+  readonly addReportKey?: string;
+  readonly incTracking?: boolean;
+}
+
+export interface MutateResult {
+  readonly applied: boolean;
+  readonly record: EmailRecord;
+  readonly events: readonly EventEnvelope[];
+}
+
+export interface ListFilter {
+  readonly startDate?: Date | undefined;
+  readonly endDate?: Date | undefined;
+  readonly domainIds?: readonly string[] | undefined;
+}
+
+export interface FeedbackItem {
+  readonly emailId: string;
+  readonly email: string;
+  readonly subject: string;
+  readonly status: EmailStatus;
+  readonly createdAt: Date;
+}
+
+export interface EmailsRepository {
+  readonly collection: Collection<Document>;
+  ensureIndexes(): Promise<void>;
+  /** Inserts emails (attachments first) with their accept events; ids already present are left as they are (a takeover repeats an insert). */
+  insertMany(emails: readonly NewEmail[]): Promise<void>;
+  get(teamId: string, id: string): Promise<EmailRecord | undefined>;
+  /** By id alone: for tracking links and delivery reports, which name the email but not the team. */
+  getById(id: string): Promise<EmailRecord | undefined>;
+  messageIdOf(teamId: string, id: string): Promise<{ messageId: string; references: readonly string[] } | undefined>;
+  list(teamId: string, filter: ListFilter, page: number, limit: number): Promise<{ items: EmailRecord[]; count: number }>;
+  listFeedback(teamId: string, kind: 'bounce' | 'complaint', page: number, limit: number): Promise<{ items: FeedbackItem[]; count: number }>;
+  /** Compare-and-set on the version: re-reads and recomputes on a conflict. */
+  mutate(id: string, fn: (e: EmailRecord) => Mutation | null, opts?: { initial?: EmailRecord; now?: () => Date; teamId?: string }): Promise<MutateResult | undefined>;
+  contentOf(id: string): Promise<EmailContent>;
+  attachmentsOf(id: string): Promise<{ filename: string; content: Buffer }[]>;
+  deleteAttachments(id: string): Promise<void>;
+  /** Ids of emails of a domain that are waiting to be sent. */
+  pendingOfDomain(teamId: string, domainId: string): Promise<string[]>;
+  pendingOfCampaign(teamId: string, campaignId: string): Promise<string[]>;
+  /** Tombstones every email of a campaign (the relay purges them once their events are out). */
+  tombstoneCampaign(teamId: string, campaignId: string, now: Date): Promise<number>;
+}
+
+function toRecord(d: EmailDoc): EmailRecord {
+  let metadata: Record<string, unknown> | undefined;
+  if (d.metadataJson) {
+    try {
+      metadata = JSON.parse(d.metadataJson) as Record<string, unknown>;
+    } catch {
+      metadata = undefined;
+    }
+  }
+  return {
+    id: d._id, teamId: d.teamId, domainId: d.domainId, from: d.from, fromAddress: d.fromAddress, to: d.to, toAddresses: d.toAddresses,
+    cc: d.cc, bcc: d.bcc, replyTo: d.replyTo, subject: d.subject,
+    hasAttachments: d.hasAttachments, templateId: d.templateId, campaignId: d.campaignId, contactId: d.contactId, metadata,
+    messageId: d.messageId, inReplyTo: d.inReplyTo, references: d.references ?? [], scheduledAt: d.scheduledAt,
+    latestStatus: d.latestStatus, events: (d.events ?? []).map((e) => ({ id: e.id, status: e.status, data: e.data, createdAt: e.createdAt })),
+    sendState: d.sendState, recipients: d.recipients, attempts: d.attempts, nextAttemptAt: d.nextAttemptAt,
+    suppressionCheckedAt: d.suppressionCheckedAt, sentAt: d.sentAt, reportKeys: d.reportKeys ?? [],
+    trackingEventCount: d.trackingEventCount ?? 0, outbox: d.outbox ?? [], version: d.version, createdAt: d.createdAt, updatedAt: d.updatedAt,
+  };
+}
+
+export function factsOf(e: Pick<EmailRecord, 'id' | 'from' | 'toAddresses' | 'subject' | 'domainId' | 'campaignId' | 'contactId' | 'templateId' | 'metadata'>): EmailFacts {
+  return {
+    id: e.id, from: e.from, toAddresses: e.toAddresses, subject: e.subject, domainId: e.domainId,
+    campaignId: e.campaignId, contactId: e.contactId, templateId: e.templateId, metadata: e.metadata,
+  };
+}
+
+/** The fields a list or detail read needs (no outbox, no queue bookkeeping). */
+const LIST_PROJECTION = { outbox: 0, events: 0, reportKeys: 0 } as const;
+
+export interface EmailsRepositoryHooks {
+  /** These emails were just written with events to publish. */
+  onEvents?: (emailIds: readonly string[]) => void;
+  /** Whether this process already published an outbox entry (a write then drops it instead of a separate removal). */
+  isPublished?: (eventId: string) => boolean;
+}
+
+export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}): EmailsRepository {
+  const col: Collection<EmailDoc> = db.collection<EmailDoc>('emails');
+  const attachments: Collection<AttachmentsDoc> = db.collection<AttachmentsDoc>('email_attachments');
+  const contents: Collection<ContentDoc> = db.collection<ContentDoc>('email_contents');
+
+  function buildEvents(teamId: string, facts: EmailFacts, specs: readonly { status: EmailStatus; extras?: EventExtras; occurredAt?: Date }[], now: Date) {
+    return specs.map((s) => {
+      const at = s.occurredAt ?? now;
+      return createEvent(eventTypeOf(s.status), teamId, emailEventData(facts, s.status, at, s.extras), now);
+    });
+  }
+
+  return {
+    collection: col as unknown as Collection<Document>,
+    async ensureIndexes() {
+      await col.createIndex({ teamId: 1, createdAt: -1 }, { name: 'team_created' });
+      await col.createIndex({ teamId: 1, bouncedAt: -1 }, { name: 'team_bounced', sparse: true });
+      await col.createIndex({ teamId: 1, complainedAt: -1 }, { name: 'team_complained', sparse: true });
+      await col.createIndex({ teamId: 1, domainId: 1, sendState: 1 }, { name: 'team_domain_state' });
+      await col.createIndex({ teamId: 1, campaignId: 1 }, { name: 'team_campaign', sparse: true });
+      await ensureOutboxIndex(col as unknown as Collection<Document>);
+    },
+
+    async insertMany(emails) {
+      if (emails.length === 0) return;
+      const withFiles = emails.filter((e) => e.attachments.length > 0);
+      if (withFiles.length > 0) {
+        // Attachments first: an email is never visible without them (an orphan file set is harmless).
+        const docs: AttachmentsDoc[] = withFiles.map((e) => ({
+          _id: e.id, teamId: e.teamId, items: e.attachments.map((a) => ({ filename: a.filename, content: new Binary(a.content) })),
+        }));
+        await insertIgnoringDuplicates(attachments as unknown as Collection<Document>, docs as unknown as Document[]);
+      }
+      // Contents next (a content document without its email is an orphan nobody reads).
+      await insertIgnoringDuplicates(contents as unknown as Collection<Document>, emails.map((e): Document => ({
+        _id: e.id, teamId: e.teamId, headers: e.headers.map(([name, value]) => ({ name, value })),
+        ...(e.html !== undefined ? { html: e.html } : {}),
+        ...(e.text !== undefined ? { text: e.text } : {}),
+      })));
+      const docs: EmailDoc[] = emails.map((e) => {
+        const facts = factsOf({ ...e, metadata: e.metadata });
+        const events = buildEvents(e.teamId, facts, e.events, e.createdAt);
+        let latest: EmailStatus | undefined;
+        for (const s of e.events) latest = advanceStatus(latest, s.status);
+        const sending = e.pending.length > 0;
+        const doc: EmailDoc = {
+          _id: e.id, teamId: e.teamId, domainId: e.domainId, from: e.from, fromAddress: e.fromAddress, to: [...e.to], toAddresses: [...e.toAddresses],
+          cc: [...e.cc], bcc: [...e.bcc], replyTo: [...e.replyTo], subject: e.subject,
+          hasAttachments: e.attachments.length > 0, messageId: e.messageId, references: [...e.references],
+          latestStatus: latest ?? 'QUEUED',
+          events: events.map((ev, i) => ({ id: ev.id, status: e.events[i]!.status, data: storedEventData(e.events[i]!.extras), createdAt: e.createdAt })),
+          sendState: sending ? 'PENDING' : 'DONE',
+          recipients: { pending: [...e.pending], accepted: [], bounced: [], suppressed: [...e.suppressed], failed: [...(e.failed ?? [])] },
+          attempts: 0, suppressionCheckedAt: e.createdAt, reportKeys: [], trackingEventCount: 0, version: 1,
+          createdAt: e.createdAt, updatedAt: e.createdAt,
+          outbox: outboxEntries(events),
+          ...(sending ? { nextAttemptAt: e.scheduledAt && e.scheduledAt > e.createdAt ? e.scheduledAt : e.createdAt } : {}),
+          ...(e.templateId ? { templateId: e.templateId } : {}),
+          ...(e.campaignId ? { campaignId: e.campaignId } : {}),
+          ...(e.contactId ? { contactId: e.contactId } : {}),
+          ...(e.metadata && Object.keys(e.metadata).length > 0 ? { metadataJson: JSON.stringify(e.metadata) } : {}),
+          ...(e.inReplyTo ? { inReplyTo: e.inReplyTo } : {}),
+          ...(e.scheduledAt ? { scheduledAt: e.scheduledAt } : {}),
+        };
+        return doc;
+      });
+      await insertIgnoringDuplicates(col as unknown as Collection<Document>, docs as unknown as Document[]);
+      hooks.onEvents?.(docs.filter((d) => (d.outbox?.length ?? 0) > 0).map((d) => d._id));
+    },
+
+    async get(teamId, id) {
+      const d = await col.findOne({ _id: id, teamId, ...NOT_DELETED } as Filter<EmailDoc>);
+      if (!d) return undefined;
+      return { ...toRecord(d), content: toContent(await contents.findOne({ _id: id })) };
+    },
+    async getById(id) {
+      const d = await col.findOne({ _id: id, ...NOT_DELETED } as Filter<EmailDoc>);
+      return d ? toRecord(d) : undefined;
+    },
+    async messageIdOf(teamId, id) {
+      const d = await col.findOne({ _id: id, teamId, ...NOT_DELETED } as Filter<EmailDoc>, { projection: { messageId: 1, references: 1 } });
+      return d ? { messageId: d.messageId, references: d.references ?? [] } : undefined;
+    },
+    async list(teamId, filter, page, limit) {
+      const q: Record<string, unknown> = { teamId, ...NOT_DELETED };
+      if (filter.startDate || filter.endDate) {
+        q.createdAt = { ...(filter.startDate ? { $gte: filter.startDate } : {}), ...(filter.endDate ? { $lte: filter.endDate } : {}) };
+      }
+      if (filter.domainIds && filter.domainIds.length > 0) q.domainId = { $in: [...filter.domainIds] };
+      const [docs, count] = await Promise.all([
+        col.find(q as Filter<EmailDoc>, { projection: LIST_PROJECTION }).sort({ createdAt: -1, _id: -1 }).skip((page - 1) * limit).limit(limit).toArray(),
+        col.countDocuments(q as Filter<EmailDoc>),
+      ]);
+      // By id one at a time (a page is at most 20): FerretDB scans the whole collection for `_id: {$in}`.
+      const bodies = new Map(await Promise.all(docs.map(async (d) => [d._id, toContent(await contents.findOne({ _id: d._id }))] as const)));
+      return { items: docs.map((d) => ({ ...toRecord({ ...d, events: [], reportKeys: [] }), content: bodies.get(d._id) ?? toContent(undefined) })), count };
+    },
+    async listFeedback(teamId, kind, page, limit) {
+      const at = kind === 'bounce' ? 'bouncedAt' : 'complainedAt';
+      const q = { teamId, [at]: { $exists: true }, ...NOT_DELETED } as Filter<EmailDoc>;
+      const [docs, count] = await Promise.all([
+        col.find(q, { projection: { subject: 1, bouncedAt: 1, bouncedEmail: 1, complainedAt: 1, complainedEmail: 1 } })
+          .sort({ [at]: -1, _id: -1 }).skip((page - 1) * limit).limit(limit).toArray(),
+        col.countDocuments(q),
+      ]);
+      return {
+        count,
+        items: docs.map((d) => ({
+          emailId: d._id,
+          email: (kind === 'bounce' ? d.bouncedEmail : d.complainedEmail) ?? '',
+          subject: d.subject,
+          status: kind === 'bounce' ? 'BOUNCED' : 'COMPLAINED',
+          createdAt: (kind === 'bounce' ? d.bouncedAt : d.complainedAt) ?? new Date(0),
+        })),
+      };
+    },
+
+    async mutate(id, fn, opts = {}) {
+      const clock = opts.now ?? (() => new Date());
+      let current: EmailRecord | undefined = opts.initial;
+      for (let attempt = 0; attempt < 20; attempt++) {
+        if (!current) {
+          const d = await col.findOne({ _id: id, ...(opts.teamId ? { teamId: opts.teamId } : {}), ...NOT_DELETED } as Filter<EmailDoc>);
+          if (!d) return undefined;
+          current = toRecord(d);
+        }
+        const m = fn(current);
+        if (!m) return { applied: false, record: current, events: [] };
+        const now = clock();
+        const specs = m.events ?? [];
+        const events = buildEvents(current.teamId, factsOf(current), specs, now);
+        let latest = current.latestStatus;
+        for (const s of specs) latest = advanceStatus(latest, s.status);
+        const stored = events
+          .map((ev, i) => ({ ev, spec: specs[i]! }))
+          .filter(({ spec }) => spec.store !== false)
+          .map(({ ev, spec }) => ({ id: ev.id, status: spec.status, data: storedEventData(spec.extras), createdAt: spec.occurredAt ?? now }));
+        const set: Record<string, unknown> = { ...(m.set ?? {}), latestStatus: latest, updatedAt: now };
+        const update: Record<string, unknown> = { $set: set, $inc: { version: 1, ...(m.incTracking ? { trackingEventCount: 1 } : {}) } };
+        if (m.unset && m.unset.length > 0) update.$unset = Object.fromEntries(m.unset.map((k) => [k, '']));
+        const push: Record<string, unknown> = {};
+        if (stored.length > 0) push.events = { $each: stored };
+        if (m.addReportKey) push.reportKeys = m.addReportKey;
+        if (Object.keys(push).length > 0) update.$push = push;
+        // Entries this process already published leave with this write: no separate removal (a rewrite of
+        // the whole document on FerretDB) for them. Entries it does not know of are kept.
+        const done = hooks.isPublished ? current.outbox.filter((e) => hooks.isPublished!(e.id)) : [];
+        let outbox: OutboxEntry[];
+        let write: UpdateFilter<EmailDoc>;
+        if (done.length > 0) {
+          outbox = [...current.outbox.filter((e) => !done.includes(e)), ...outboxEntries(events)];
+          set.outbox = outbox;
+          write = update as UpdateFilter<EmailDoc>;
+        } else {
+          outbox = [...current.outbox, ...outboxEntries(events)];
+          write = withOutbox(update as UpdateFilter<EmailDoc>, events);
+        }
+        const res = await col.updateOne({ _id: id, version: current.version, ...NOT_DELETED } as Filter<EmailDoc>, write);
+        if (res.matchedCount === 1) {
+          if (events.length > 0) hooks.onEvents?.([id]);
+          const record = applyLocally(current, { set, unset: m.unset ?? [], stored, reportKey: m.addReportKey, incTracking: m.incTracking === true });
+          return { applied: true, record: { ...record, outbox }, events };
+        }
+        current = undefined;
+      }
+      throw new Error(`email ${id}: too many concurrent changes`);
+    },
+
+    async contentOf(id) {
+      return toContent(await contents.findOne({ _id: id }));
+    },
+    async attachmentsOf(id) {
+      const d = await attachments.findOne({ _id: id });
+      return (d?.items ?? []).map((i) => ({ filename: i.filename, content: Buffer.from(i.content.buffer) }));
+    },
+    async deleteAttachments(id) {
+      await attachments.deleteOne({ _id: id });
+    },
+    async pendingOfDomain(teamId, domainId) {
+      const docs = await col.find({ teamId, domainId, sendState: 'PENDING', ...NOT_DELETED } as Filter<EmailDoc>, { projection: { _id: 1 } }).toArray();
+      return docs.map((d) => d._id);
+    },
+    async pendingOfCampaign(teamId, campaignId) {
+      const docs = await col.find({ teamId, campaignId, sendState: 'PENDING', ...NOT_DELETED } as Filter<EmailDoc>, { projection: { _id: 1 } }).toArray();
+      return docs.map((d) => d._id);
+    },
+    async tombstoneCampaign(teamId, campaignId, now) {
+      const ids = (await col.find({ teamId, campaignId } as Filter<EmailDoc>, { projection: { _id: 1 } }).toArray()).map((d) => d._id);
+      const res = await col.updateMany({ teamId, campaignId, ...NOT_DELETED } as Filter<EmailDoc>, { $set: { _deletedAt: now } });
+      // Bodies and files go with them (the tombstones themselves are purged once their events are out).
+      for (let i = 0; i < ids.length; i += 500) {
+        const chunk = ids.slice(i, i + 500);
+        await contents.deleteMany({ _id: { $in: chunk } });
+        await attachments.deleteMany({ _id: { $in: chunk } });
+      }
+      return res.modifiedCount;
+    },
+  };
+}
+
+/**
+ * What an email keeps of each event (SPEC 2.5 `data`: free-form details such as the server response or the
+ * bounce reason): the event's own details, not the whole published payload, whose common fields (from,
+ * subject...) are the email's own. Keeps the document small: it is rewritten on every status change.
+ */
+export function storedEventData(extras: EventExtras | undefined): Record<string, unknown> {
+  const data: Record<string, unknown> = {};
+  if (!extras) return data;
+  if (extras.to) data.to = [...extras.to];
+  if (extras.bounce) data.bounce = { ...extras.bounce };
+  if (extras.open) data.open = { ...extras.open };
+  if (extras.click) data.click = { ...extras.click };
+  if (extras.details) Object.assign(data, extras.details);
+  return data;
+}
+
+/** The record after an update, computed rather than read back (one round trip less on the hot path). */
+function applyLocally(
+  r: EmailRecord,
+  u: { set: Record<string, unknown>; unset: readonly string[]; stored: StoredEvent[]; reportKey?: string | undefined; incTracking: boolean },
+): EmailRecord {
+  const out = structuredClone(r) as unknown as Record<string, unknown>;
+  const assign = (path: string, value: unknown) => {
+    const parts = path.split('.');
+    let obj = out;
+    for (const p of parts.slice(0, -1)) {
+      const next = obj[p];
+      if (typeof next !== 'object' || next === null) obj[p] = {};
+      obj = obj[p] as Record<string, unknown>;
+    }
+    const last = parts[parts.length - 1] as string;
+    if (value === undefined) delete obj[last];
+    else obj[last] = value;
+  };
+  for (const [k, v] of Object.entries(u.set)) assign(k, v);
+  for (const k of u.unset) assign(k, undefined);
+  out.events = [...r.events, ...u.stored];
+  if (u.reportKey) out.reportKeys = [...r.reportKeys, u.reportKey];
+  if (u.incTracking) out.trackingEventCount = r.trackingEventCount + 1;
+  out.version = r.version + 1;
+  return out as unknown as EmailRecord;
+}
+
+/** insertMany that leaves documents already present alone (a repeated insert of the same ids). */
+async function insertIgnoringDuplicates(col: Collection<Document>, docs: Document[]): Promise<void> {
+  try {
+    await col.insertMany(docs, { ordered: false });
+  } catch (err) {
+    const writeErrors = (err as { writeErrors?: { code?: number }[] | { code?: number } }).writeErrors;
+    const list = Array.isArray(writeErrors) ? writeErrors : writeErrors ? [writeErrors] : [];
+    if (list.length > 0 && list.every((w) => w.code === 11000)) return;
+    if (list.length === 0 && isDuplicateKeyError(err)) return;
+    throw err;
+  }
+}
