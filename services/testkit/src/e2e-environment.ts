@@ -86,6 +86,14 @@ export async function startE2eEnvironment(opts: StartE2eEnvironmentOptions = {})
         DOMAIN_VERIFY_RETRY_MAX_MS: '1000',
         DOMAIN_VERIFY_TEMP_RETRY_BASE_MS: '300',
         DOMAIN_VERIFY_TEMP_RETRY_MAX_MS: '1000',
+        // The emails send queue on a test clock: retries within a second or two, a lease after a crash of
+        // seconds rather than minutes (an attempt against the local sink takes milliseconds).
+        SEND_RETRY_BASE_MS: '500',
+        SEND_RETRY_MAX_MS: '2000',
+        SEND_MAX_ATTEMPTS: '4',
+        SEND_POLL_INTERVAL_MS: '200',
+        SMTP_TIMEOUT_MS: '5000',
+        SEND_LEASE_MS: '20000',
         // Webhooks on a test clock: retries within a second or two, FAILED after two events that failed
         // every attempt, and a claim lease short enough that a killed service's deliveries resume quickly.
         WEBHOOK_RETRY_BASE_MS: '200',
