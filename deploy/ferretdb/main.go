@@ -22,6 +22,7 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:27017", "TCP address to listen on")
 	dataDir := flag.String("data", ".data/ferretdb", "directory for SQLite files")
 	logLevel := flag.String("log-level", "warn", "debug, info, warn or error")
+	statsPath := flag.String("stats", os.Getenv("MAILFLEET_FERRETDB_STATS"), "file for per-command statistics (JSON, rewritten every 5 s); none when empty")
 	flag.Parse()
 
 	var level slog.Level
@@ -86,7 +87,9 @@ func main() {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	go serveProxy(public, backendAddr, logger)
+	stats := newCommandStats(*statsPath)
+	go stats.run(done)
+	go serveProxy(public, backendAddr, logger, stats)
 	// Printed once both listeners are bound so a parent process can wait for it.
 	fmt.Fprintf(os.Stdout, "ferretdb listening on mongodb://%s/\n", public.Addr().String())
 	<-done

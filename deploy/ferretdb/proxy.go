@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"time"
 
 	"go.mongodb.org/mongo-driver/x/bsonx/bsoncore"
 )
@@ -74,11 +75,26 @@ func readMessage(r io.Reader) ([]byte, error) {
 // classify returns the database a write command targets, or "" for reads and
 // anything it cannot parse (which then runs unserialised, as before).
 func classify(msg []byte) (db string, moreToCome bool) {
+	c := describe(msg)
+	if c.write {
+		return c.db, c.moreToCome
+	}
+	return "", c.moreToCome
+}
+
+// command is what the proxy learns of a request: enough to serialise writes
+// and to keep statistics per database, command and collection.
+type command struct {
+	db, name, collection string
+	write, moreToCome    bool
+}
+
+func describe(msg []byte) (c command) {
 	if binary.LittleEndian.Uint32(msg[12:16]) != opMsg || len(msg) < 21 {
-		return "", false
+		return c
 	}
 	flags := binary.LittleEndian.Uint32(msg[16:20])
-	moreToCome = flags&flagMoreToCome != 0
+	c.moreToCome = flags&flagMoreToCome != 0
 	pos := 20
 	for pos < len(msg) {
 		kind := msg[pos]
@@ -86,33 +102,35 @@ func classify(msg []byte) (db string, moreToCome bool) {
 		if kind == 0 {
 			doc, _, ok := bsoncore.ReadDocument(msg[pos:])
 			if !ok {
-				return "", moreToCome
+				return c
 			}
 			elems, err := doc.Elements()
 			if err != nil || len(elems) == 0 {
-				return "", moreToCome
+				return c
 			}
-			if readCommands[elems[0].Key()] {
-				return "", moreToCome
+			c.name = elems[0].Key()
+			if s, ok := elems[0].Value().StringValueOK(); ok {
+				c.collection = s
 			}
 			if v, err := doc.LookupErr("$db"); err == nil {
 				if s, ok := v.StringValueOK(); ok {
-					return s, moreToCome
+					c.db = s
 				}
 			}
-			return "", moreToCome
+			c.write = c.db != "" && !readCommands[c.name]
+			return c
 		}
 		// Kind 1: a document sequence, int32 size then identifier and documents.
 		if pos+4 > len(msg) {
-			return "", moreToCome
+			return c
 		}
 		size := int(binary.LittleEndian.Uint32(msg[pos : pos+4]))
 		pos += size
 	}
-	return "", moreToCome
+	return c
 }
 
-func serveProxy(listen net.Listener, backend string, logger *slog.Logger) {
+func serveProxy(listen net.Listener, backend string, logger *slog.Logger, stats *commandStats) {
 	locks := &writeLocks{perDB: map[string]*sync.Mutex{}}
 	for {
 		client, err := listen.Accept()
@@ -123,11 +141,11 @@ func serveProxy(listen net.Listener, backend string, logger *slog.Logger) {
 			logger.Warn("accept failed", "err", err)
 			continue
 		}
-		go proxyConn(client, backend, locks, logger)
+		go proxyConn(client, backend, locks, logger, stats)
 	}
 }
 
-func proxyConn(client net.Conn, backend string, locks *writeLocks, logger *slog.Logger) {
+func proxyConn(client net.Conn, backend string, locks *writeLocks, logger *slog.Logger, stats *commandStats) {
 	defer client.Close()
 	server, err := net.Dial("tcp", backend)
 	if err != nil {
@@ -140,16 +158,19 @@ func proxyConn(client net.Conn, backend string, locks *writeLocks, logger *slog.
 		if err != nil {
 			return
 		}
-		db, moreToCome := classify(req)
+		c := describe(req)
+		queued := time.Now()
 		var m *sync.Mutex
-		if db != "" {
-			m = locks.forDB(db)
+		if c.write {
+			m = locks.forDB(c.db)
 			m.Lock()
 		}
-		err = roundTrip(client, server, req, moreToCome)
+		started := time.Now()
+		err = roundTrip(client, server, req, c.moreToCome)
 		if m != nil {
 			m.Unlock()
 		}
+		stats.record(c, started.Sub(queued), time.Since(started))
 		if err != nil {
 			return
 		}

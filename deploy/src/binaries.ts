@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { defaultBinDir, repoRoot } from './paths.js';
 
@@ -91,7 +92,7 @@ async function ferretDbIsStale(binary: string): Promise<boolean> {
   const built = await mtimeMs(binary);
   if (built === undefined) return true;
   const dir = ferretDbSourceDir();
-  const sources = (await fsp.readdir(dir)).filter((f) => f.endsWith('.go') || f === 'go.mod' || f === 'go.sum');
+  const sources = (await fsp.readdir(dir)).filter((f) => f.endsWith('.go') || f === 'go.mod' || f === 'go.sum' || f === 'patches.json');
   for (const source of sources) {
     const changed = await mtimeMs(path.join(dir, source));
     if (changed !== undefined && changed > built) return true;
@@ -119,7 +120,12 @@ async function buildFerretDb(binary: string, env: NodeJS.ProcessEnv, log: (m: st
   const staging = `${binary}.${process.pid}.tmp`;
   try {
     log('building the FerretDB launcher (deploy/ferretdb; the first build can take a few minutes)');
-    await runGo(['build', '-o', staging, '.'], { cwd: ferretDbSourceDir(), env: goEnv(env) });
+    const patched = await writePatchedModfile(env);
+    try {
+      await runGo(['build', '-modfile', patched.modfile, '-o', staging, '.'], { cwd: ferretDbSourceDir(), env: goEnv(env) });
+    } finally {
+      await fsp.rm(patched.dir, { recursive: true, force: true });
+    }
     await fsp.rename(staging, binary);
     log(`ferretdb-launcher ready: ${binary}`);
   } finally {
@@ -127,20 +133,69 @@ async function buildFerretDb(binary: string, env: NodeJS.ProcessEnv, log: (m: st
   }
 }
 
+interface SourcePatch {
+  module: string;
+  file: string;
+  find: string;
+  replace: string;
+  count: number;
+}
+
+/**
+ * The patches of deploy/ferretdb/patches.json: each patched module is copied
+ * from the module cache into a temporary directory, patched there and used
+ * through a temporary go.mod with a `replace` (`go build -modfile`); the
+ * module cache and deploy/ferretdb/go.mod stay untouched.
+ */
+async function writePatchedModfile(env: NodeJS.ProcessEnv): Promise<{ dir: string; modfile: string }> {
+  const src = ferretDbSourceDir();
+  const spec = JSON.parse(await fsp.readFile(path.join(src, 'patches.json'), 'utf8')) as { patches: SourcePatch[] };
+  const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'ferretdb-patched-'));
+  const copies = new Map<string, string>();
+  for (const [i, patch] of spec.patches.entries()) {
+    let copy = copies.get(patch.module);
+    if (!copy) {
+      const downloaded = JSON.parse(await runGo(['mod', 'download', '-json', patch.module], { cwd: src, env: goEnv(env) })) as { Dir?: string };
+      if (!downloaded.Dir) throw new Error(`go mod download ${patch.module} gave no directory`);
+      copy = path.join(dir, `module-${copies.size}`);
+      await fsp.cp(downloaded.Dir, copy, { recursive: true });
+      copies.set(patch.module, copy);
+    }
+    const file = path.join(copy, patch.file);
+    const source = await fsp.readFile(file, 'utf8');
+    const found = source.split(patch.find).length - 1;
+    if (found !== patch.count) {
+      throw new Error(`FerretDB patch ${i} (${patch.file}) expects "${patch.find}" ${patch.count} times, found ${found}: update deploy/ferretdb/patches.json for this version`);
+    }
+    await fsp.chmod(file, 0o644);
+    await fsp.writeFile(file, source.split(patch.find).join(patch.replace));
+  }
+  const replaces = [...copies].map(([mod, copy]) => `replace ${mod} => ${copy}`).join('\n');
+  const modfile = path.join(dir, 'go.mod');
+  await fsp.writeFile(modfile, `${await fsp.readFile(path.join(src, 'go.mod'), 'utf8')}\n${replaces}\n`);
+  await fsp.copyFile(path.join(src, 'go.sum'), path.join(dir, 'go.sum'));
+  return { dir, modfile };
+}
+
 function goEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   // Pure-Go builds (modernc sqlite needs no C compiler): static binaries, no gcc on CI.
   return { ...env, CGO_ENABLED: env['CGO_ENABLED'] ?? '0' };
 }
 
-function runGo(args: string[], opts: { cwd: string; env: NodeJS.ProcessEnv }): Promise<void> {
+/** Runs go; resolves with its standard output. */
+function runGo(args: string[], opts: { cwd: string; env: NodeJS.ProcessEnv }): Promise<string> {
   return new Promise((resolve, reject) => {
     const output: string[] = [];
+    const stdout: Buffer[] = [];
     const child = spawn('go', args, { cwd: opts.cwd, env: opts.env, stdio: ['ignore', 'pipe', 'pipe'] });
     const keep = (chunk: Buffer): void => {
       output.push(chunk.toString('utf8'));
       if (output.length > 400) output.splice(0, output.length - 400);
     };
-    child.stdout.on('data', keep);
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout.push(chunk);
+      keep(chunk);
+    });
     child.stderr.on('data', keep);
     child.once('error', (error: NodeJS.ErrnoException) => {
       if (error.code === 'ENOENT') {
@@ -156,7 +211,7 @@ function runGo(args: string[], opts: { cwd: string; env: NodeJS.ProcessEnv }): P
       }
     });
     child.once('close', (code) => {
-      if (code === 0) resolve();
+      if (code === 0) resolve(Buffer.concat(stdout).toString('utf8'));
       else reject(new Error(`go ${args.join(' ')} failed (exit ${code}) in ${opts.cwd}:\n${output.join('').trim()}`));
     });
   });
