@@ -7,7 +7,7 @@ package main
 // element). MongoDB makes every single-document write atomic, and mailfleet
 // relies on that (counters, the outbox). This proxy restores the guarantee
 // for the embedded server: it sits in front of FerretDB and lets one write
-// command per database run at a time. Reads pass through concurrently.
+// command per collection run at a time. Reads pass through concurrently.
 
 import (
 	"encoding/binary"
@@ -39,20 +39,55 @@ var readCommands = map[string]bool{
 	"getCmdLineOpts": true, "explain": true, "dataSize": true, "validate": true,
 }
 
-type writeLocks struct {
-	mu    sync.Mutex
-	perDB map[string]*sync.Mutex
+// Document writes that can race are the ones within one collection, so a
+// write to one collection waits only for writes to the same collection; a
+// command that may touch several (dropDatabase, renameCollection, anything
+// not understood) holds its database exclusively.
+var collectionWrites = map[string]bool{
+	"insert": true, "update": true, "delete": true, "findAndModify": true, "findandmodify": true,
 }
 
-func (w *writeLocks) forDB(db string) *sync.Mutex {
+type dbLocks struct {
+	all        sync.RWMutex
+	collection map[string]*sync.Mutex
+}
+
+type writeLocks struct {
+	mu    sync.Mutex
+	perDB map[string]*dbLocks
+}
+
+func (w *writeLocks) forDB(db string) *dbLocks {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	m, ok := w.perDB[db]
+	l, ok := w.perDB[db]
+	if !ok {
+		l = &dbLocks{collection: map[string]*sync.Mutex{}}
+		w.perDB[db] = l
+	}
+	return l
+}
+
+// acquire takes what command c needs and returns the function that releases it.
+func (w *writeLocks) acquire(c command) func() {
+	l := w.forDB(c.db)
+	if !collectionWrites[c.name] || c.collection == "" {
+		l.all.Lock()
+		return l.all.Unlock
+	}
+	l.all.RLock()
+	w.mu.Lock()
+	m, ok := l.collection[c.collection]
 	if !ok {
 		m = &sync.Mutex{}
-		w.perDB[db] = m
+		l.collection[c.collection] = m
 	}
-	return m
+	w.mu.Unlock()
+	m.Lock()
+	return func() {
+		m.Unlock()
+		l.all.RUnlock()
+	}
 }
 
 func readMessage(r io.Reader) ([]byte, error) {
@@ -70,16 +105,6 @@ func readMessage(r io.Reader) ([]byte, error) {
 		return nil, err
 	}
 	return msg, nil
-}
-
-// classify returns the database a write command targets, or "" for reads and
-// anything it cannot parse (which then runs unserialised, as before).
-func classify(msg []byte) (db string, moreToCome bool) {
-	c := describe(msg)
-	if c.write {
-		return c.db, c.moreToCome
-	}
-	return "", c.moreToCome
 }
 
 // command is what the proxy learns of a request: enough to serialise writes
@@ -131,7 +156,7 @@ func describe(msg []byte) (c command) {
 }
 
 func serveProxy(listen net.Listener, backend string, logger *slog.Logger, stats *commandStats) {
-	locks := &writeLocks{perDB: map[string]*sync.Mutex{}}
+	locks := &writeLocks{perDB: map[string]*dbLocks{}}
 	for {
 		client, err := listen.Accept()
 		if err != nil {
@@ -160,17 +185,14 @@ func proxyConn(client net.Conn, backend string, locks *writeLocks, logger *slog.
 		}
 		c := describe(req)
 		queued := time.Now()
-		var m *sync.Mutex
+		release := func() {}
 		if c.write {
-			m = locks.forDB(c.db)
-			m.Lock()
+			release = locks.acquire(c)
 		}
 		started := time.Now()
 		err = roundTrip(client, server, req, c.moreToCome)
-		if m != nil {
-			m.Unlock()
-		}
-		stats.record(c, started.Sub(queued), time.Since(started))
+		release()
+		stats.record(req, c, started.Sub(queued), time.Since(started))
 		if err != nil {
 			return
 		}

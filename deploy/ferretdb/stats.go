@@ -6,11 +6,16 @@ package main
 // a benchmark can show which queries the storage spends its time on.
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
+
+	"go.mongodb.org/mongo-driver/x/bsonx/bsoncore"
 )
 
 type commandStat struct {
@@ -34,11 +39,11 @@ func newCommandStats(path string) *commandStats {
 	return &commandStats{byKey: map[string]*commandStat{}, path: path}
 }
 
-func (s *commandStats) record(c command, wait, run time.Duration) {
+func (s *commandStats) record(msg []byte, c command, wait, run time.Duration) {
 	if s == nil {
 		return
 	}
-	key := c.db + " " + c.name + " " + c.collection
+	key := c.db + " " + c.name + " " + c.collection + " " + filterShape(msg, c)
 	ms := float64(run.Microseconds()) / 1000
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -92,4 +97,105 @@ func (s *commandStats) run(done <-chan struct{}) {
 			return
 		}
 	}
+}
+
+// filterShape names the top-level keys of a command's filter (of its first
+// statement for update and delete), e.g. "{_id,teamId}": enough to tell a
+// primary-key lookup from a scan without logging any value.
+func filterShape(msg []byte, c command) string {
+	if len(msg) < 21 {
+		return ""
+	}
+	var body bsoncore.Document
+	sequences := map[string]bsoncore.Document{}
+	pos := 20
+	for pos < len(msg) {
+		kind := msg[pos]
+		pos++
+		if kind == 0 {
+			doc, _, ok := bsoncore.ReadDocument(msg[pos:])
+			if !ok {
+				return ""
+			}
+			body = doc
+			pos += len(doc)
+			continue
+		}
+		if pos+4 > len(msg) {
+			break
+		}
+		size := int(binary.LittleEndian.Uint32(msg[pos : pos+4]))
+		if size < 5 || pos+size > len(msg) {
+			break
+		}
+		section := msg[pos+4 : pos+size]
+		if end := bytes.IndexByte(section, 0); end > 0 {
+			if first, _, ok := bsoncore.ReadDocument(section[end+1:]); ok {
+				sequences[string(section[:end])] = first
+			}
+		}
+		pos += size
+	}
+	if body == nil {
+		return ""
+	}
+	var filter bsoncore.Document
+	lookup := func(d bsoncore.Document, key string) bsoncore.Document {
+		if v, err := d.LookupErr(key); err == nil {
+			if doc, ok := v.DocumentOK(); ok {
+				return doc
+			}
+		}
+		return nil
+	}
+	firstOf := func(key string) bsoncore.Document {
+		if doc, ok := sequences[key]; ok {
+			return doc
+		}
+		if v, err := body.LookupErr(key); err == nil {
+			if arr, ok := v.ArrayOK(); ok {
+				if vals, err := arr.Values(); err == nil && len(vals) > 0 {
+					if doc, ok := vals[0].DocumentOK(); ok {
+						return doc
+					}
+				}
+			}
+		}
+		return nil
+	}
+	switch c.name {
+	case "find", "count", "distinct":
+		filter = lookup(body, "filter")
+		if filter == nil {
+			filter = lookup(body, "query")
+		}
+	case "findAndModify", "findandmodify":
+		filter = lookup(body, "query")
+	case "update":
+		if st := firstOf("updates"); st != nil {
+			filter = lookup(st, "q")
+		}
+	case "delete":
+		if st := firstOf("deletes"); st != nil {
+			filter = lookup(st, "q")
+		}
+	case "aggregate":
+		if st := firstOf("pipeline"); st != nil {
+			filter = lookup(st, "$match")
+		}
+	default:
+		return ""
+	}
+	if filter == nil {
+		return "{}"
+	}
+	elems, err := filter.Elements()
+	if err != nil {
+		return ""
+	}
+	keys := make([]string, 0, len(elems))
+	for _, e := range elems {
+		keys = append(keys, e.Key())
+	}
+	return "{" + strings.Join(keys, ",") + "}"
 }
