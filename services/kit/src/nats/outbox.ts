@@ -73,14 +73,20 @@ export interface OutboxRelayOptions {
   afterPublish?: (entry: OutboxEntry) => Promise<void> | void;
 }
 
+/** Passes between two sweeps for left-over tombstones (the first pass sweeps). */
+const TOMBSTONE_SWEEP_EVERY = 300;
+
 export function createOutboxRelay(opts: OutboxRelayOptions): OutboxRelay {
   const intervalMs = opts.intervalMs ?? 1_000;
   const batchSize = opts.batchSize ?? 500;
   const concurrency = opts.concurrency ?? 16;
 
+  /** Passes per collection, for the occasional sweep. */
+  const passes = new Map<Collection<Document>, number>();
+
   async function passCollection(col: Collection<Document>): Promise<number> {
     const pending = { 'outbox.0': { $exists: true } } as Filter<Document>;
-    const docs = await col.find(pending, { projection: { _id: 1, outbox: 1 } }).limit(batchSize).toArray();
+    const docs = await col.find(pending, { projection: { _id: 1, outbox: 1, _deletedAt: 1 } }).limit(batchSize).toArray();
     const published: { id: unknown; entries: OutboxEntry[] }[] = [];
     let failure: unknown;
     // Documents are independent: publish several at once. A document's own events stay in order.
@@ -110,8 +116,16 @@ export function createOutboxRelay(opts: OutboxRelayOptions): OutboxRelay {
       })));
     }
     if (failure !== undefined) throw failure;
-    // Tombstones whose events are all out can go now.
-    await col.deleteMany({ _deletedAt: { $exists: true }, 'outbox.0': { $exists: false } } as Filter<Document>);
+    // Tombstones whose events are all out can go now: the ones this pass emptied, each by its id (a
+    // primary-key delete, where a filter on _deletedAt alone reads the whole collection on FerretDB),
+    // and now and then every one left over (a crash between the pull and this delete).
+    const tombstones = docs.filter((d) => d._deletedAt !== undefined && published.some((p) => p.id === d._id && p.entries.length === (d.outbox as unknown[]).length));
+    await Promise.all(tombstones.map((d) => col.deleteOne({ _id: d._id, _deletedAt: { $exists: true }, 'outbox.0': { $exists: false } } as Filter<Document>)));
+    const pass = (passes.get(col) ?? 0) + 1;
+    passes.set(col, pass);
+    if (pass % TOMBSTONE_SWEEP_EVERY === 1) {
+      await col.deleteMany({ _deletedAt: { $exists: true }, 'outbox.0': { $exists: false } } as Filter<Document>);
+    }
     const count = published.reduce((n, p) => n + p.entries.length, 0);
     return count + (docs.length === batchSize ? await passCollection(col) : 0);
   }
