@@ -10,6 +10,7 @@ package main
 // command per collection run at a time. Reads pass through concurrently.
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -118,8 +119,33 @@ func describe(msg []byte) (c command) {
 	if binary.LittleEndian.Uint32(msg[12:16]) != opMsg || len(msg) < 21 {
 		return c
 	}
-	flags := binary.LittleEndian.Uint32(msg[16:20])
-	c.moreToCome = flags&flagMoreToCome != 0
+	c.moreToCome = binary.LittleEndian.Uint32(msg[16:20])&flagMoreToCome != 0
+	body, _ := sections(msg)
+	if body == nil {
+		return c
+	}
+	elems, err := body.Elements()
+	if err != nil || len(elems) == 0 {
+		return c
+	}
+	c.name = elems[0].Key()
+	if s, ok := elems[0].Value().StringValueOK(); ok {
+		c.collection = s
+	}
+	if v, err := body.LookupErr("$db"); err == nil {
+		if s, ok := v.StringValueOK(); ok {
+			c.db = s
+		}
+	}
+	c.write = c.db != "" && !readCommands[c.name]
+	return c
+}
+
+// sections splits an OP_MSG into its body (kind 0) and the first document of
+// each document sequence (kind 1: int32 size, identifier, documents), by
+// identifier. A malformed message yields what could be read before the fault.
+func sections(msg []byte) (body bsoncore.Document, firsts map[string]bsoncore.Document) {
+	firsts = map[string]bsoncore.Document{}
 	pos := 20
 	for pos < len(msg) {
 		kind := msg[pos]
@@ -127,32 +153,28 @@ func describe(msg []byte) (c command) {
 		if kind == 0 {
 			doc, _, ok := bsoncore.ReadDocument(msg[pos:])
 			if !ok {
-				return c
+				return body, firsts
 			}
-			elems, err := doc.Elements()
-			if err != nil || len(elems) == 0 {
-				return c
-			}
-			c.name = elems[0].Key()
-			if s, ok := elems[0].Value().StringValueOK(); ok {
-				c.collection = s
-			}
-			if v, err := doc.LookupErr("$db"); err == nil {
-				if s, ok := v.StringValueOK(); ok {
-					c.db = s
-				}
-			}
-			c.write = c.db != "" && !readCommands[c.name]
-			return c
+			body = doc
+			pos += len(doc)
+			continue
 		}
-		// Kind 1: a document sequence, int32 size then identifier and documents.
 		if pos+4 > len(msg) {
-			return c
+			return body, firsts
 		}
 		size := int(binary.LittleEndian.Uint32(msg[pos : pos+4]))
+		if size < 5 || pos+size > len(msg) {
+			return body, firsts
+		}
+		section := msg[pos+4 : pos+size]
+		if end := bytes.IndexByte(section, 0); end > 0 {
+			if first, _, ok := bsoncore.ReadDocument(section[end+1:]); ok {
+				firsts[string(section[:end])] = first
+			}
+		}
 		pos += size
 	}
-	return c
+	return body, firsts
 }
 
 func serveProxy(listen net.Listener, backend string, logger *slog.Logger, stats *commandStats) {

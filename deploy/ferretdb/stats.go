@@ -6,8 +6,6 @@ package main
 // a benchmark can show which queries the storage spends its time on.
 
 import (
-	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"os"
 	"sort"
@@ -106,36 +104,7 @@ func filterShape(msg []byte, c command) string {
 	if len(msg) < 21 {
 		return ""
 	}
-	var body bsoncore.Document
-	sequences := map[string]bsoncore.Document{}
-	pos := 20
-	for pos < len(msg) {
-		kind := msg[pos]
-		pos++
-		if kind == 0 {
-			doc, _, ok := bsoncore.ReadDocument(msg[pos:])
-			if !ok {
-				return ""
-			}
-			body = doc
-			pos += len(doc)
-			continue
-		}
-		if pos+4 > len(msg) {
-			break
-		}
-		size := int(binary.LittleEndian.Uint32(msg[pos : pos+4]))
-		if size < 5 || pos+size > len(msg) {
-			break
-		}
-		section := msg[pos+4 : pos+size]
-		if end := bytes.IndexByte(section, 0); end > 0 {
-			if first, _, ok := bsoncore.ReadDocument(section[end+1:]); ok {
-				sequences[string(section[:end])] = first
-			}
-		}
-		pos += size
-	}
+	body, sequences := sections(msg)
 	if body == nil {
 		return ""
 	}
