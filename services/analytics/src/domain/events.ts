@@ -95,8 +95,10 @@ export function metricsOf(status: EmailStatus, data: Readonly<Record<string, unk
     case 'COMPLAINED':
       return ['complained'];
     case 'BOUNCED': {
+      // A bounce also counts the email as sent (once per email, like every counter): mail refused outright
+      // (550 at RCPT) never has an email.sent of its own, and without this it would be bounced but not sent.
       const bounce = data.bounce as { type?: unknown } | undefined;
-      return bounce && typeof bounce === 'object' && bounce.type === 'Permanent' ? ['bounced', 'hardBounced'] : ['bounced'];
+      return bounce && typeof bounce === 'object' && bounce.type === 'Permanent' ? ['sent', 'bounced', 'hardBounced'] : ['sent', 'bounced'];
     }
     default:
       return [];

@@ -73,9 +73,9 @@ describe('reading events', () => {
     expect(statusOfType('email.delivery_delayed')).toBe('DELIVERY_DELAYED');
     expect(statusOfType('email.nonsense')).toBeUndefined();
     expect(statusOfType('domain.created')).toBeUndefined();
-    expect(metricsOf('BOUNCED', { bounce: { type: 'Permanent' } })).toEqual(['bounced', 'hardBounced']);
-    expect(metricsOf('BOUNCED', { bounce: { type: 'Transient' } })).toEqual(['bounced']);
-    expect(metricsOf('BOUNCED', {})).toEqual(['bounced']);
+    expect(metricsOf('BOUNCED', { bounce: { type: 'Permanent' } })).toEqual(['sent', 'bounced', 'hardBounced']);
+    expect(metricsOf('BOUNCED', { bounce: { type: 'Transient' } })).toEqual(['sent', 'bounced']);
+    expect(metricsOf('BOUNCED', {})).toEqual(['sent', 'bounced']);
     expect(metricsOf('QUEUED', {})).toEqual([]);
     expect(metricsOf('OPENED', {})).toEqual(['opened']);
   });

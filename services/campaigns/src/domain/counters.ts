@@ -13,20 +13,29 @@ export interface CounterEffect {
   readonly onceKey: string;
 }
 
-/** The counters an `email.*` event moves; undefined for events outside a campaign or that count nothing. */
-export function counterEffectOf(event: { id: string; type: string; data: unknown }): CounterEffect | undefined {
+/**
+ * The counters an `email.*` event moves (empty for events outside a campaign
+ * or that count nothing). A bounce also counts the email as sent, once: mail
+ * the receiving server refused outright (550 at RCPT) never has an
+ * `email.sent` of its own, and a sent-then-bounced email shares the key.
+ */
+export function counterEffectsOf(event: { id: string; type: string; data: unknown }): CounterEffect[] {
   const data = (event.data ?? {}) as { id?: unknown; campaignId?: unknown; bounce?: { type?: unknown } | null };
   const campaignId = typeof data.campaignId === 'string' && data.campaignId ? data.campaignId : undefined;
-  if (!campaignId) return undefined;
+  if (!campaignId) return [];
   const emailId = typeof data.id === 'string' && data.id ? data.id : undefined;
+  const oncePerEmail = (counter: CounterName): CounterEffect => ({ campaignId, counters: [counter], onceKey: emailId ? `${counter}:${emailId}` : event.id });
   switch (event.type) {
-    case 'email.sent': return { campaignId, counters: ['sent'], onceKey: emailId ? `sent:${emailId}` : event.id };
-    case 'email.delivered': return { campaignId, counters: ['delivered'], onceKey: emailId ? `delivered:${emailId}` : event.id };
-    case 'email.opened': return { campaignId, counters: ['opened'], onceKey: emailId ? `opened:${emailId}` : event.id };
-    case 'email.clicked': return { campaignId, counters: ['clicked'], onceKey: emailId ? `clicked:${emailId}` : event.id };
-    case 'email.complained': return { campaignId, counters: ['complained'], onceKey: event.id };
+    case 'email.sent': return [oncePerEmail('sent')];
+    case 'email.delivered': return [oncePerEmail('delivered')];
+    case 'email.opened': return [oncePerEmail('opened')];
+    case 'email.clicked': return [oncePerEmail('clicked')];
+    case 'email.complained': return [{ campaignId, counters: ['complained'], onceKey: event.id }];
     case 'email.bounced':
-      return { campaignId, counters: data.bounce?.type === 'Permanent' ? ['bounced', 'hardBounced'] : ['bounced'], onceKey: event.id };
-    default: return undefined;
+      return [
+        { campaignId, counters: data.bounce?.type === 'Permanent' ? ['bounced', 'hardBounced'] : ['bounced'], onceKey: event.id },
+        ...(emailId ? [oncePerEmail('sent')] : []),
+      ];
+    default: return [];
   }
 }

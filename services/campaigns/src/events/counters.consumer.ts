@@ -1,5 +1,5 @@
 import { createDurableConsumer, subjectFor, type DurableConsumer, type Logger, type NatsHandle, type ServiceMetrics } from '@mailfleet/kit';
-import { COUNTER_EVENT_TYPES, counterEffectOf } from '../domain/counters.js';
+import { COUNTER_EVENT_TYPES, counterEffectsOf } from '../domain/counters.js';
 import type { CampaignsRepository, OnceRepository } from '../repositories/campaigns.repository.js';
 
 export const COUNTERS_DURABLE = 'campaigns-counters';
@@ -30,10 +30,10 @@ export function createCountersConsumer(deps: CountersConsumerDeps): DurableConsu
     metrics: deps.metrics,
     concurrency: 4,
     handler: async (event) => {
-      const effect = counterEffectOf(event);
-      if (!effect) return;
-      if (await deps.once.claim(`count:${effect.campaignId}:${effect.onceKey}`, now(), deps.retentionMs)) {
-        await deps.campaigns.incCounters(effect.campaignId, effect.counters, now());
+      for (const effect of counterEffectsOf(event)) {
+        if (await deps.once.claim(`count:${effect.campaignId}:${effect.onceKey}`, now(), deps.retentionMs)) {
+          await deps.campaigns.incCounters(effect.campaignId, effect.counters, now());
+        }
       }
     },
   });

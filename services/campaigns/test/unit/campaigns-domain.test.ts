@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { checkBatching, checkCampaignInput, hasUnsubscribePlaceholder, senderDomain } from '../../src/domain/campaign.js';
-import { counterEffectOf } from '../../src/domain/counters.js';
+import { counterEffectsOf } from '../../src/domain/counters.js';
 import { renderCampaignText } from '../../src/domain/render.js';
 import { resolveSchedule, zoneOffsetMinutes } from '../../src/domain/schedule.js';
 import { createUnsubscribeToken, unsubscribeUrl, verifyUnsubscribeToken } from '../../src/domain/unsubscribe-token.js';
@@ -86,15 +86,19 @@ describe('unsubscribe tokens', () => {
 
 describe('counters and keys', () => {
   it('maps email events with a campaign to counters, opens and clicks once per email', () => {
-    const ev = (type: string, data: Record<string, unknown>) => counterEffectOf({ id: 'ev1', type, data: { id: 'em1', campaignId: 'c1', ...data } });
-    expect(ev('email.sent', {})).toEqual({ campaignId: 'c1', counters: ['sent'], onceKey: 'sent:em1' });
-    expect(ev('email.opened', {})?.onceKey).toBe('opened:em1');
-    expect(ev('email.clicked', {})?.onceKey).toBe('clicked:em1');
-    expect(ev('email.bounced', { bounce: { type: 'Permanent' } })?.counters).toEqual(['bounced', 'hardBounced']);
-    expect(ev('email.bounced', { bounce: { type: 'Transient' } })?.counters).toEqual(['bounced']);
-    expect(ev('email.complained', {})).toEqual({ campaignId: 'c1', counters: ['complained'], onceKey: 'ev1' });
-    expect(ev('email.queued', {})).toBeUndefined();
-    expect(counterEffectOf({ id: 'e', type: 'email.sent', data: { id: 'em1' } })).toBeUndefined();
+    const ev = (type: string, data: Record<string, unknown>) => counterEffectsOf({ id: 'ev1', type, data: { id: 'em1', campaignId: 'c1', ...data } });
+    expect(ev('email.sent', {})).toEqual([{ campaignId: 'c1', counters: ['sent'], onceKey: 'sent:em1' }]);
+    expect(ev('email.opened', {})[0]?.onceKey).toBe('opened:em1');
+    expect(ev('email.clicked', {})[0]?.onceKey).toBe('clicked:em1');
+    // A bounce counts as sent too, under the same key as the email's own email.sent (never twice).
+    expect(ev('email.bounced', { bounce: { type: 'Permanent' } })).toEqual([
+      { campaignId: 'c1', counters: ['bounced', 'hardBounced'], onceKey: 'ev1' },
+      { campaignId: 'c1', counters: ['sent'], onceKey: 'sent:em1' },
+    ]);
+    expect(ev('email.bounced', { bounce: { type: 'Transient' } })[0]?.counters).toEqual(['bounced']);
+    expect(ev('email.complained', {})).toEqual([{ campaignId: 'c1', counters: ['complained'], onceKey: 'ev1' }]);
+    expect(ev('email.queued', {})).toEqual([]);
+    expect(counterEffectsOf({ id: 'e', type: 'email.sent', data: { id: 'em1' } })).toEqual([]);
     expect(chunkIdempotencyKey('c1', 2, 3)).toBe('campaign:c1:batch:2:chunk:3');
   });
 });
