@@ -25,3 +25,9 @@ export const nullableTimestamp = { type: ['string', 'null'], format: 'date-time'
 export function iso(d: Date | undefined): string | null {
   return d ? d.toISOString() : null;
 }
+
+/** The largest page number: page travels to the services as an int32. */
+export const MAX_PAGE = 2_147_483_647;
+
+/** The `page` query parameter of every paged list (1-based). */
+export const pageParam = { type: 'integer', minimum: 1, maximum: MAX_PAGE, default: 1 } as const;

@@ -107,6 +107,8 @@ export function checkProperties(props: Readonly<Record<string, unknown>> | undef
   for (const [k, v] of entries) {
     if (typeof v !== 'string') return bad(`properties.${k} must be a string`);
     if (k.length === 0 || k.length > LIMITS.propertyKeyLength) return bad(`property names must be 1 to ${LIMITS.propertyKeyLength} characters`);
+    // eslint-disable-next-line no-control-regex -- exactly what is refused: BSON cannot hold a NUL in a key
+    if (/[\u0000-\u001f]/.test(k)) return bad('property names must not contain control characters');
     if (v.length > LIMITS.propertyValueLength) return bad(`properties.${k} must be at most ${LIMITS.propertyValueLength} characters`);
   }
   return { ok: true, value: Object.fromEntries(entries) as Properties };

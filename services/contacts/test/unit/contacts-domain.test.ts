@@ -54,6 +54,8 @@ describe('contact input checks', () => {
     expect(checkProperties({ '': 'x' })).toMatchObject({ ok: false });
     expect(checkProperties(Object.fromEntries(Array.from({ length: 201 }, (_, i) => [`k${i}`, 'v'])))).toMatchObject({ ok: false });
     expect(checkProperties({ 'a.b': 'x', $c: 'y' })).toEqual({ ok: true, value: { 'a.b': 'x', $c: 'y' } });
+    expect(checkProperties({ 'a\u0000b': 'x' })).toMatchObject({ ok: false, problem: { code: 'INVALID_PROPERTIES', message: 'property names must not contain control characters' } });
+    expect(checkProperties({ 'tab\there': 'x' })).toMatchObject({ ok: false });
   });
 
   it('throw INVALID_ARGUMENT for single-contact calls', () => {

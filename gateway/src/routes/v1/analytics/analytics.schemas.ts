@@ -1,5 +1,5 @@
 /** JSON schemas of the analytics, metrics, statistics, activity and events routes (SPEC 4.10, 4.11, 2.5). */
-import { timestamp } from '../../../schemas/common.js';
+import { pageParam, timestamp } from '../../../schemas/common.js';
 
 export const EMAIL_STATUSES = [
   'QUEUED', 'SENT', 'DELIVERED', 'BOUNCED', 'COMPLAINED', 'OPENED', 'CLICKED',
@@ -8,7 +8,6 @@ export const EMAIL_STATUSES = [
 export type EmailStatusName = (typeof EMAIL_STATUSES)[number];
 
 /** int32 bound of the RPCs' page field. */
-export const MAX_PAGE = 2_147_483_647;
 
 const count = { type: 'integer', minimum: 0 } as const;
 const rate = { type: 'number', minimum: 0, description: 'percent (0 to 100, not rounded); 0 when the denominator is 0' } as const;
@@ -127,6 +126,6 @@ export const activityItem = {
 } as const;
 
 export const pageQuery = {
-  page: { type: 'integer', minimum: 1, maximum: MAX_PAGE, default: 1 },
+  page: pageParam,
   limit: { type: 'integer', minimum: 1, maximum: 100, default: 50 },
 } as const;

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Upstreams } from '../../../clients/upstreams.js';
 import { principalOf } from '../../../plugins/auth.plugin.js';
 import { GatewayError } from '../../../plugins/errors.plugin.js';
-import { successResponse } from '../../../schemas/common.js';
+import { pageParam, successResponse } from '../../../schemas/common.js';
 import { contactBooksRoutes } from './contact-books.routes.js';
 import { contactSchema, nameField, propertiesField, rawFieldProblem, strictFields, stringMap, toContact } from './contacts.schemas.js';
 
@@ -106,7 +106,7 @@ export function contactsRoutes(deps: { upstreams: Upstreams }) {
         querystring: {
           type: 'object',
           properties: {
-            page: { type: 'integer', minimum: 1, default: 1 },
+            page: pageParam,
             limit: { type: 'integer', minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT },
             emails: { type: 'string', description: 'comma-separated addresses (case-insensitive)' },
             ids: { type: 'string', description: 'comma-separated contact ids' },

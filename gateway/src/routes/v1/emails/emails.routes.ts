@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Upstreams } from '../../../clients/upstreams.js';
 import { principalOf } from '../../../plugins/auth.plugin.js';
 import { GatewayError } from '../../../plugins/errors.plugin.js';
-import { iso, nullableString, nullableTimestamp, timestamp } from '../../../schemas/common.js';
+import { iso, nullableString, nullableTimestamp, pageParam, timestamp } from '../../../schemas/common.js';
 
 const STATUSES = [
   'QUEUED', 'SENT', 'DELIVERED', 'BOUNCED', 'COMPLAINED', 'OPENED', 'CLICKED',
@@ -199,10 +199,9 @@ const unsubscribeItem = {
 } as const;
 
 /** int32 bound of the RPCs' page field. */
-const MAX_PAGE = 2_147_483_647;
 const feedbackQuery = {
   type: 'object',
-  properties: { page: { type: 'integer', minimum: 1, maximum: MAX_PAGE, default: 1 }, limit: { type: 'integer', minimum: 1, maximum: 100, default: 20 } },
+  properties: { page: pageParam, limit: { type: 'integer', minimum: 1, maximum: 100, default: 20 } },
 } as const;
 
 function nonEmpty(v: readonly string[]): string[] | null {
@@ -285,7 +284,7 @@ export function emailsRoutes(deps: { upstreams: Upstreams }) {
         querystring: {
           type: 'object',
           properties: {
-            page: { type: 'integer', minimum: 1, maximum: MAX_PAGE, default: 1 },
+            page: pageParam,
             limit: { type: 'integer', minimum: 1, maximum: 20, default: 20 },
             startDate: { type: 'string', description: 'ISO 8601: emails created at or after' },
             endDate: { type: 'string', description: 'ISO 8601: emails created at or before' },
@@ -371,7 +370,7 @@ export function emailsRoutes(deps: { upstreams: Upstreams }) {
         querystring: {
           type: 'object',
           properties: {
-            page: { type: 'integer', minimum: 1, maximum: MAX_PAGE, default: 1 },
+            page: pageParam,
             limit: { type: 'integer', minimum: 1, maximum: 100, default: 50 },
             status: { type: 'string', enum: STATUSES },
             startDate: { type: 'string', description: 'ISO 8601: events after' },

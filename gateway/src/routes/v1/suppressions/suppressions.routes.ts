@@ -2,7 +2,7 @@ import { suppressionsV1 } from '@mailfleet/proto';
 import type { FastifyInstance } from 'fastify';
 import type { Upstreams } from '../../../clients/upstreams.js';
 import { principalOf } from '../../../plugins/auth.plugin.js';
-import { iso, nullableString, successResponse, timestamp } from '../../../schemas/common.js';
+import { iso, nullableString, pageParam, successResponse, timestamp } from '../../../schemas/common.js';
 
 const REASONS = ['HARD_BOUNCE', 'COMPLAINT', 'MANUAL', 'UNSUBSCRIBE'] as const;
 type Reason = (typeof REASONS)[number];
@@ -46,7 +46,6 @@ const failureResponse = {
 } as const;
 
 /** int32 bound of the RPC's page field. */
-const MAX_PAGE = 2_147_483_647;
 
 /**
  * SPEC 4.9: the team's suppression list. List and add answer errors as
@@ -62,7 +61,7 @@ export function suppressionsRoutes(deps: { upstreams: Upstreams }) {
         querystring: {
           type: 'object',
           properties: {
-            page: { type: 'integer', minimum: 1, maximum: MAX_PAGE, default: 1 },
+            page: pageParam,
             limit: { type: 'integer', minimum: 1, maximum: 100, default: 20 },
             search: { type: 'string', maxLength: 320, description: 'only addresses containing this text (case-insensitive, literal)' },
             reason: reasonSchema,

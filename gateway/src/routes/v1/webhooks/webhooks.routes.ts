@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Upstreams } from '../../../clients/upstreams.js';
 import { principalOf } from '../../../plugins/auth.plugin.js';
 import { GatewayError } from '../../../plugins/errors.plugin.js';
-import { errorCodeResponse, idParam, iso, nullableString, nullableTimestamp, timestamp } from '../../../schemas/common.js';
+import { errorCodeResponse, idParam, iso, nullableString, nullableTimestamp, pageParam, timestamp } from '../../../schemas/common.js';
 
 const TAGS = ['Webhooks'];
 const config = { errorForm: 'code' } as const;
@@ -267,7 +267,7 @@ export function webhooksRoutes(deps: { upstreams: Upstreams }) {
           type: 'object',
           additionalProperties: false,
           properties: {
-            page: { type: 'integer', minimum: 1, default: 1 },
+            page: pageParam,
             limit: { type: 'integer', minimum: 1, maximum: 100, default: 20 },
             status: { type: 'string', enum: ['PENDING', 'SUCCESS', 'FAILED'] },
           },
