@@ -1,63 +1,28 @@
 // The measurements behind `npm run bench` (entry: deploy/bin/bench.mjs). Every figure is measured in
 // this run against the platform it boots; a part that cannot run is reported as "not available: why".
-/* global AbortController, TextEncoder */
+/* global TextEncoder */
 import { randomBytes, randomUUID } from 'node:crypto';
 import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { MongoClient } from 'mongodb';
 import nodemailer from 'nodemailer';
 import { connect } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
-import { api, fmt, platformRss, round, runCli, sinkCount, summarize, table } from './lib.mjs';
+import { CAMPAIGN_ENV, campaignAddresses, campaignFigures, createBook, followCampaign, startCampaign } from './campaign.mjs';
+import { api, fmt, platformRss, round, sinkCount, sinkWatcher, summarize, table } from './lib.mjs';
+import { fileStamp, repoRoot, withPlatform } from './platform.mjs';
 
-const repoRoot = path.resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
 const say = (message) => process.stderr.write(`[bench] ${message}\n`);
-const FAMILIES = ['SEND_EMAIL', 'BATCH_EMAIL', 'READ_EMAIL', 'FEEDBACK_LIST', 'CONTACT', 'BULK_CONTACT', 'DEFAULT'];
 /** How long to wait for a backlog (sink deliveries, event arrivals) once the load stopped. */
 const DRAIN_LIMIT_MS = 60_000;
 
-const imp = (rel) => import(new URL(`file://${path.join(repoRoot, rel)}`).href);
-
 /** Runs the whole bench; resolves to the process exit code. */
 export async function runBench(params) {
-  const { startPlatform, fileLogSink } = await imp('deploy/dist/index.js');
-  const { startDnsServer } = await imp('services/testkit/dist/dns-server.js');
-  const { createTestCa } = await imp('services/testkit/dist/test-ca.js');
-  const { startHttpsReceiver } = await imp('services/testkit/dist/https-receiver.js');
-
   const startedAt = new Date();
-  const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'mailfleet-bench-'));
-  const logDir = path.join(dataDir, 'logs');
-  const stopper = new AbortController();
-  const resources = { platform: undefined, dns: undefined, receiver: undefined, nats: undefined, cannon: undefined };
-  let cleaned;
-  const cleanup = (keep) =>
-    (cleaned ??= (async () => {
-      resources.cannon?.stop();
-      await resources.nats?.close().catch(() => undefined);
-      await resources.receiver?.close().catch(() => undefined);
-      await resources.platform?.stop().catch((e) => say(`platform stop failed: ${e.message}`));
-      await resources.dns?.close().catch(() => undefined);
-      if (keep) say(`data and logs kept in ${dataDir}`);
-      else await fsp.rm(dataDir, { recursive: true, force: true });
-    })());
-  const onSignal = (signal) => {
-    if (stopper.signal.aborted) process.exit(130);
-    say(`${signal}: stopping the platform`);
-    stopper.abort();
-    cleanup(params.keep).finally(() => process.exit(130));
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
-  const checkAbort = () => {
-    if (stopper.signal.aborted) throw new Error('interrupted');
-  };
-
   const result = {
     startedAt: startedAt.toISOString(),
     machine: {
@@ -72,51 +37,17 @@ export async function runBench(params) {
     parameters: { ...params, drainLimitMs: DRAIN_LIMIT_MS },
   };
 
-  try {
-    // --- boot ------------------------------------------------------------------------------
-    const ca = await createTestCa({ dir: path.join(dataDir, 'ca') });
-    resources.dns = await startDnsServer();
-    say(`starting the platform (data in ${dataDir}, logs in ${logDir})`);
-    const bootStart = performance.now();
-    resources.platform = await startPlatform({
-      ports: 'free',
-      dataDir,
-      log: fileLogSink(logDir),
-      signal: stopper.signal,
-      env: {
-        DNS_SERVERS: resources.dns.address,
-        NODE_EXTRA_CA_CERTS: ca.caFile,
-        WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
-        LOG_LEVEL: process.env['LOG_LEVEL'] ?? 'warn',
-        // Domain verification on the e2e clock (services/testkit/src/e2e-environment.ts).
-        DNS_TIMEOUT_MS: '1000',
-        DNS_TRIES: '1',
-        DOMAIN_VERIFY_POLL_INTERVAL_MS: '250',
-        DOMAIN_VERIFY_RETRY_ATTEMPTS: '3',
-        DOMAIN_VERIFY_RETRY_BASE_MS: '300',
-        DOMAIN_VERIFY_RETRY_MAX_MS: '1000',
-        DOMAIN_VERIFY_TEMP_RETRY_BASE_MS: '300',
-        DOMAIN_VERIFY_TEMP_RETRY_MAX_MS: '1000',
-      },
-      onUnexpectedExit: (report) => say(`UNEXPECTED EXIT: ${report.message}`),
-    });
-    const platform = resources.platform;
-    result.bootSeconds = round((performance.now() - bootStart) / 1000, 1);
-    say(`platform ready in ${result.bootSeconds} s: ${platform.gatewayUrl}`);
+  return withPlatform({ tag: 'bench', keep: params.keep, env: CAMPAIGN_ENV, say }, async (session) => {
+    const { platform, gw, signal, checkAbort } = session;
+    const resources = { receiver: undefined, nats: undefined, cannon: undefined };
+    session.defer(() => resources.nats?.close());
+    session.defer(() => resources.cannon?.stop());
+    result.bootSeconds = session.bootSeconds;
     await sleep(2000);
     result.memoryIdleMiB = platformRss();
 
-    const gw = platform.gatewayUrl;
-    const cliEnv = { AUTH_GRPC_ADDR: `127.0.0.1:${platform.ports.services.auth.grpc}` };
-    const newTeam = async (name) => {
-      const team = JSON.parse(await runCli(repoRoot, ['team', 'create', '--name', name, '--json'], cliEnv));
-      const limits = FAMILIES.flatMap((f) => ['--rate-limit', `${f}=1000000`]);
-      await runCli(repoRoot, ['team', 'update', '--team', team.teamId, ...limits, '--daily', '100000000', '--monthly=-1'], cliEnv);
-      return team;
-    };
-
-    const sendTeam = await newTeam('bench-send');
-    const eventTeam = await newTeam('bench-events');
+    const sendTeam = await session.newTeam('bench-send');
+    const eventTeam = await session.newTeam('bench-events');
 
     // --- send path -------------------------------------------------------------------------
     const load = { connections: params.connections, duration: params.durationS };
@@ -125,9 +56,9 @@ export async function runBench(params) {
     const health = fromCannon(await cannon(resources, { url: `${gw}/v1/health`, ...load }));
     checkAbort();
     say(`raw insertOne: ${params.connections} concurrent for ${params.durationS} s`);
-    const rawInsert = await rawInsertRate(platform.mongoUrl, params, stopper.signal);
+    const rawInsert = await rawInsertRate(platform.mongoUrl, params, signal);
     checkAbort();
-    const send = await sendPath({ gw, token: sendTeam.token, dns: resources.dns, platform, params, resources, signal: stopper.signal });
+    const send = await sendPath({ gw, token: sendTeam.token, session, platform, params, resources, signal });
     result.sendPath = {
       health,
       rawInsertOne: rawInsert,
@@ -143,42 +74,81 @@ export async function runBench(params) {
 
     // --- campaign fan-out ------------------------------------------------------------------
     checkAbort();
-    const campaigns = await api(gw, 'GET', '/v1/campaigns', { token: sendTeam.token });
     say(`SMTP sink raw accept rate: ${params.smtpMessages} messages over a nodemailer pool`);
+    const sinkRawAccept = await sinkAcceptRate(platform.smtpUrl, params, signal);
+    checkAbort();
     result.campaignFanOut = {
-      campaign:
-        campaigns.status === 404
-          ? { available: false, reason: 'campaigns service not built (GET /v1/campaigns answers 404)' }
-          : { available: false, reason: `no campaign driver in the bench yet (GET /v1/campaigns answers ${campaigns.status})` },
-      sinkRawAccept: await sinkAcceptRate(platform.smtpUrl, params, stopper.signal),
+      campaign: await campaignFanOut({ session, params, sendBacklog: send.available ? send.ok2xx - send.sink.deliveredAfterDrain : 0 }),
+      sinkRawAccept,
     };
 
     // --- event pipeline --------------------------------------------------------------------
     checkAbort();
-    resources.receiver = await startHttpsReceiver({ ca });
-    result.eventPipeline = await eventPipeline({ gw, team: eventTeam, platform, params, resources, signal: stopper.signal });
+    resources.receiver = await session.startReceiver();
+    result.eventPipeline = await eventPipeline({ gw, team: eventTeam, platform, params, resources, signal });
 
     result.memoryEndMiB = platformRss();
     result.finishedAt = new Date().toISOString();
     result.machine.loadAverageAtEnd = os.loadavg().map((l) => round(l));
 
-    const file = path.join(repoRoot, 'bench-results', `bench-${startedAt.toISOString().replace(/[:.]/g, '-')}.json`);
+    const file = path.join(repoRoot, 'bench-results', `bench-${fileStamp(startedAt)}.json`);
     await fsp.mkdir(path.dirname(file), { recursive: true });
     await fsp.writeFile(file, `${JSON.stringify(result, null, 2)}\n`);
     process.stdout.write(`${render(result)}\n\nJSON: ${path.relative(process.cwd(), file)}\n`);
-    await cleanup(params.keep);
     return 0;
-  } catch (error) {
-    if (!stopper.signal.aborted) {
-      say(`failed: ${error.stack ?? error.message}`);
-      say(`platform logs: ${logDir}`);
-      await cleanup(true);
+  });
+}
+
+/**
+ * A campaign to a book of params.campaignContacts through the public API: a team, a verified domain, the book
+ * filled with the bulk endpoint, then POST /v1/campaigns with sendNow, batchSize 100,000 and the smallest window the API allows,
+ * followed until every contact's message is in the sink and the campaign is COMPLETED (or the stall/timeout limit).
+ */
+async function campaignFanOut({ session, params, sendBacklog }) {
+  const { gw, platform, signal } = session;
+  const notAvailable = (reason) => {
+    say(`campaign fan-out not available: ${reason}`);
+    return { available: false, reason };
+  };
+  const team = await session.newTeam('bench-campaign');
+  const probe = await api(gw, 'GET', '/v1/campaigns', { token: team.token });
+  if (probe.status !== 200) return notAvailable(`GET /v1/campaigns answers ${probe.status} ${JSON.stringify(probe.body)}`);
+  const domain = await session.verifiedDomain(team.token, 'campaign');
+  if (!domain.available) return notAvailable(domain.reason);
+  const { addresses } = campaignAddresses(params.campaignContacts, 'campaign');
+  say(`campaign: storing ${params.campaignContacts} contacts (bulk, 1,000 per request)`);
+  const book = await createBook({ gw, token: team.token, addresses, say, signal });
+  const watcher = sinkWatcher(platform.mailDir);
+  await watcher.skipExisting();
+  const started = await startCampaign({ gw, token: team.token, from: `Bench News <news@${domain.name}>`, bookId: book.bookId, name: 'bench fan-out' });
+  say(`campaign to ${book.stored} contacts: sendNow, batchSize ${started.batchSize}, window ${started.batchWindowMinutes} min`);
+  const follow = followCampaign({
+    gw, token: team.token, campaignId: started.id, addresses, watcher, startedAtMs: started.startedAtMs,
+    stallMs: params.drainS * 1000, timeoutMs: params.campaignTimeoutS * 1000, signal, say,
+  });
+  const outcome = await follow.done;
+  const figures = campaignFigures(follow.state, { contacts: addresses.length, startedAtMs: started.startedAtMs, outcome });
+  // The campaign's own delivered counter (the campaigns service's consumer of email.delivered) catching up:
+  // after that the event consumers are idle again before the event pipeline is measured.
+  let countersS = null;
+  if (outcome === 'complete') {
+    const t0 = Date.now();
+    while (!signal.aborted && Date.now() - t0 < DRAIN_LIMIT_MS) {
+      const c = await api(gw, 'GET', `/v1/campaigns/${started.id}`, { token: team.token });
+      if (c.status === 200) {
+        figures.counters = Object.fromEntries(['total', 'sent', 'delivered', 'bounced', 'complained'].map((k) => [k, c.body[k]]));
+        if (c.body.delivered >= addresses.length) {
+          countersS = round((Date.now() - follow.state.lastAtMs) / 1000, 1);
+          break;
+        }
+      }
+      await sleep(500);
     }
-    return 1;
-  } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
   }
+  return {
+    available: true, ...figures, batchSize: started.batchSize, batchWindowMinutes: started.batchWindowMinutes, bookSeconds: book.seconds, deliveredCounterAfterLastMessageS: countersS,
+    sendPathBacklogAtStart: sendBacklog,
+  };
 }
 
 function cannon(resources, opts) {
@@ -243,27 +213,15 @@ async function rawInsertRate(mongoUrl, params, signal) {
   }
 }
 
-async function sendPath({ gw, token, dns, platform, params, resources, signal }) {
+async function sendPath({ gw, token, session, platform, params, resources, signal }) {
   const notAvailable = (reason) => {
     say(`send path not available: ${reason}`);
     return { available: false, reason };
   };
   // A verified domain, its records published on the bench's DNS server.
-  const name = `bench-${randomBytes(4).toString('hex')}.mailfleet-bench.test`;
-  const created = await api(gw, 'POST', '/v1/domains', { token, body: { name, region: 'us-east-1' } });
-  if (created.status !== 200) return notAvailable(`POST /v1/domains answered ${created.status} ${JSON.stringify(created.body)}`);
-  for (const r of created.body.dnsRecords ?? []) {
-    if (r.type === 'MX') dns.setRecords(r.name, 'MX', [{ priority: Number(r.priority), exchange: r.value }]);
-    else dns.setRecords(r.name, 'TXT', [r.value]);
-  }
-  await api(gw, 'PUT', `/v1/domains/${created.body.id}/verify`, { token });
-  let status = 'unknown';
-  for (let i = 0; i < 120 && !signal.aborted; i++) {
-    status = (await api(gw, 'GET', `/v1/domains/${created.body.id}`, { token })).body?.status;
-    if (status === 'SUCCESS' || status === 'FAILED') break;
-    await sleep(250);
-  }
-  if (status !== 'SUCCESS') return notAvailable(`domain verification ended in ${status}`);
+  const domain = await session.verifiedDomain(token, 'bench');
+  if (!domain.available) return notAvailable(domain.reason);
+  const name = domain.name;
 
   const body = JSON.stringify({
     from: `Bench <bench@${name}>`,
@@ -481,7 +439,16 @@ function render(r) {
   rows.push(['send / health', sp.ratios ? ratio(sp.ratios.sendOverHealth) : 'not available']);
   const cf = r.campaignFanOut;
   rows.push(['Campaign fan-out']);
-  rows.push(['campaign to 10,000 contacts', cf.campaign.available ? `${fmt(cf.campaign.perMinute)} mails/min` : `not available: ${cf.campaign.reason}`]);
+  const c = cf.campaign;
+  rows.push([`campaign to ${fmt(r.parameters.campaignContacts)} contacts`, c.available
+    ? `${fmt(c.perMinute)} mails/min  (${fmt(c.inSink)} of ${fmt(c.contacts)} in the sink, last after ${fmt(c.lastMessageS)} s; ${c.outcome}${c.duplicates ? `, ${fmt(c.duplicates)} duplicates` : ''})`
+    : `not available: ${c.reason}`]);
+  if (c.available) {
+    rows.push(['  batch size / window', `${fmt(c.batchSize)} / ${fmt(c.batchWindowMinutes)} min`]);
+    rows.push(['  COMPLETED after', c.completedS === null ? `not COMPLETED (status ${c.status})` : `${fmt(c.completedS)} s  (first message after ${fmt(c.firstMessageS)} s)`]);
+    rows.push(['  delivered counter', c.counters ? `${fmt(c.counters.delivered)} of ${fmt(c.contacts)}${c.deliveredCounterAfterLastMessageS === null ? '' : ` (${c.deliveredCounterAfterLastMessageS} s after the last message)`}` : '—']);
+    rows.push(['  contacts stored (bulk)', `${fmt(c.contacts)} in ${fmt(c.bookSeconds)} s${c.sendPathBacklogAtStart > 0 ? `; ${fmt(c.sendPathBacklogAtStart)} send-path emails still queued at start` : ''}`]);
+  }
   rows.push(['SMTP sink raw accept', `${fmt(cf.sinkRawAccept.perMinute)} mails/min  (${fmt(cf.sinkRawAccept.accepted)} of ${fmt(cf.sinkRawAccept.messages)} in ${fmt(cf.sinkRawAccept.durationS)} s, pool of ${cf.sinkRawAccept.pooledConnections}, ${fmt(cf.sinkRawAccept.failed)} failed)`]);
   const ep = r.eventPipeline;
   rows.push([`Event pipeline (${fmt(ep.events)} email.delivered at ${ep.ratePerSecond}/s, poll every ${ep.pollIntervalMs} ms, measured ${fmt(ep.meanPollPeriodMs)} ms)`]);

@@ -135,3 +135,62 @@ export function table(rows) {
     .map((r) => (r.length === 1 ? `\n${r[0]}\n${'-'.repeat(r[0].length)}` : `  ${r[0].padEnd(width)}  ${r[1]}`))
     .join('\n');
 }
+
+/**
+ * Follows an SMTP sink directory incrementally: each new `<id>.json` (written last, atomically) is read once.
+ * `scan()` returns the messages new since the last scan as {rcptTo, mailFrom, receivedAtMs}.
+ * `skipExisting()` marks what is there now as seen without reading it.
+ */
+export function sinkWatcher(dir) {
+  const seen = new Set();
+  const list = async () => {
+    try {
+      return (await fsp.readdir(dir)).filter((f) => f.endsWith('.json'));
+    } catch {
+      return [];
+    }
+  };
+  return {
+    async skipExisting() {
+      for (const f of await list()) seen.add(f);
+    },
+    async scan() {
+      const fresh = [];
+      for (const f of await list()) {
+        if (seen.has(f)) continue;
+        try {
+          const env = JSON.parse(await fsp.readFile(`${dir}/${f}`, 'utf8'));
+          seen.add(f);
+          fresh.push({ rcptTo: env.rcptTo ?? [], mailFrom: env.mailFrom, receivedAtMs: Date.parse(env.receivedAt) });
+        } catch {
+          // not readable yet: next scan
+        }
+      }
+      return fresh;
+    },
+  };
+}
+
+/** Runs `fn` over `items` with at most `limit` in flight; resolves to the results in order. */
+export async function mapLimit(items, limit, fn) {
+  const out = new Array(items.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) {
+        const i = next++;
+        out[i] = await fn(items[i], i);
+      }
+    }),
+  );
+  return out;
+}
+
+/** api() that answers {status: 0, body: error message} instead of throwing (the gateway may be down in a drill). */
+export async function apiSafe(base, method, path, opts) {
+  try {
+    return await api(base, method, path, opts);
+  } catch (error) {
+    return { status: 0, body: String(error.cause?.code ?? error.message) };
+  }
+}

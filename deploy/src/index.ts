@@ -26,3 +26,4 @@ export { ManagedProcess, describeExit, type ExitInfo, type ManagedProcessOptions
 export { findFreePort, findFreePorts, canConnect, pollUntil, LOOPBACK } from './net.js';
 export { repoRoot, defaultDataDir, defaultBinDir } from './paths.js';
 export { LOCAL_SECRETS, loadLocalSecrets } from './local-secrets.js';
+export { DOMAIN_VERIFY_TEST_CLOCK } from './test-clock.js';

@@ -1,7 +1,7 @@
 import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { consoleLogSink, fileLogSink, startPlatform, teeLogSink, type Platform, type PlatformPorts } from '@mailfleet/deploy';
+import { consoleLogSink, DOMAIN_VERIFY_TEST_CLOCK, fileLogSink, startPlatform, teeLogSink, type Platform, type PlatformPorts } from '@mailfleet/deploy';
 import { startControlServer, type ControlServer } from './control-server.js';
 import { startDnsServer, type DnsFailureMode, type DnsRecordType, type DnsRecordValues, type DnsServer } from './dns-server.js';
 import { createTestCa } from './test-ca.js';
@@ -76,16 +76,7 @@ export async function startE2eEnvironment(opts: StartE2eEnvironmentOptions = {})
         NODE_EXTRA_CA_CERTS: ca.caFile,
         WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
         LOG_LEVEL: process.env['LOG_LEVEL'] ?? 'info',
-        // Domain verification on a test clock: a wrong record is FAILED and a
-        // SERVFAIL retried within seconds (production defaults are minutes to hours).
-        DNS_TIMEOUT_MS: '1000',
-        DNS_TRIES: '1',
-        DOMAIN_VERIFY_POLL_INTERVAL_MS: '250',
-        DOMAIN_VERIFY_RETRY_ATTEMPTS: '3',
-        DOMAIN_VERIFY_RETRY_BASE_MS: '300',
-        DOMAIN_VERIFY_RETRY_MAX_MS: '1000',
-        DOMAIN_VERIFY_TEMP_RETRY_BASE_MS: '300',
-        DOMAIN_VERIFY_TEMP_RETRY_MAX_MS: '1000',
+        ...DOMAIN_VERIFY_TEST_CLOCK,
         // The emails send queue on a test clock: retries within a second or two, a lease after a crash of
         // seconds rather than minutes (an attempt against the local sink takes milliseconds).
         SEND_RETRY_BASE_MS: '500',
@@ -94,6 +85,11 @@ export async function startE2eEnvironment(opts: StartE2eEnvironmentOptions = {})
         SEND_POLL_INTERVAL_MS: '200',
         SMTP_TIMEOUT_MS: '5000',
         SEND_LEASE_MS: '20000',
+        // Campaigns on a test clock: a batch window "minute" lasts a second (the test-only minimum the issue
+        // allows), and the sender looks for due batches five times a second.
+        CAMPAIGN_BATCH_WINDOW_UNIT_MS: '1000',
+        CAMPAIGN_SENDER_POLL_MS: '200',
+        CAMPAIGN_BATCH_RETRY_DELAY_MS: '500',
         // Webhooks on a test clock: retries within a second or two, FAILED after two events that failed
         // every attempt, and a claim lease short enough that a killed service's deliveries resume quickly.
         WEBHOOK_RETRY_BASE_MS: '200',
