@@ -25,7 +25,7 @@ const SERVICES = ['auth', 'domains', 'contacts', 'emails', 'campaigns', 'suppres
 const CALLS = {
   gateway: SERVICES,
   emails: ['auth', 'domains', 'suppressions', 'contacts'],
-  campaigns: ['contacts', 'emails', 'domains'],
+  campaigns: ['contacts', 'emails', 'domains', 'suppressions'], // suppressions: a campaign's total leaves suppressed contacts out
   contacts: ['campaigns'],
 };
 const SECRET_ENV = {

@@ -99,7 +99,7 @@ emails:
     TRACKING_SIGNING_KEY: trackingSigningKey
 campaigns:
   entry: services/campaigns/dist/main.js
-  upstreams: [contacts, emails, domains]
+  upstreams: [contacts, emails, domains, suppressions]
   secretEnv: {}
 suppressions:
   entry: services/suppressions/dist/main.js

@@ -7,6 +7,8 @@ export function campaignsConfigSpec() {
     contactsAddr: address('CONTACTS_GRPC_ADDR', '127.0.0.1:50053'),
     domainsAddr: address('DOMAINS_GRPC_ADDR', '127.0.0.1:50052'),
     emailsAddr: address('EMAILS_GRPC_ADDR', '127.0.0.1:50054'),
+    /** Asked which contacts are suppressed when a campaign's total is counted. */
+    suppressionsAddr: address('SUPPRESSIONS_GRPC_ADDR', '127.0.0.1:50056'),
     /** Deadline of every call to another service. */
     upstreamDeadlineMs: int('UPSTREAM_DEADLINE_MS', 10_000, 100),
     /** Deadline of one SendBatch call (up to 100 emails rendered and queued by the emails service). */

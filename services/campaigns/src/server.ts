@@ -22,7 +22,7 @@ export async function createCampaignsServer(deps: { config: CampaignsConfig; inf
   const once = createOnceRepository(db);
   await Promise.all([campaigns.ensureIndexes(), once.ensureIndexes()]);
   const upstreams = deps.upstreams ?? createUpstreams({
-    contactsAddr: config.contactsAddr, domainsAddr: config.domainsAddr, emailsAddr: config.emailsAddr,
+    contactsAddr: config.contactsAddr, domainsAddr: config.domainsAddr, emailsAddr: config.emailsAddr, suppressionsAddr: config.suppressionsAddr,
     deadlineMs: config.upstreamDeadlineMs, sendBatchDeadlineMs: config.sendBatchDeadlineMs, logger: infra.logger, metrics: infra.metrics,
   });
 

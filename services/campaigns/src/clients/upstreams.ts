@@ -1,6 +1,6 @@
 import { status } from '@grpc/grpc-js';
 import { createGrpcClient, isServiceError, type Logger, type ServiceMetrics } from '@mailfleet/kit';
-import { contactsV1, domainsV1, emailsV1 } from '@mailfleet/proto';
+import { contactsV1, domainsV1, emailsV1, suppressionsV1 } from '@mailfleet/proto';
 
 /** One subscribed contact of a book, as the sender renders it. */
 export interface BookContact {
@@ -29,6 +29,8 @@ export interface CampaignUpstreams {
   /** Hands a chunk of rendered emails to the emails service (idempotent on the key). */
   sendBatch(req: emailsV1.SendBatchRequest): Promise<emailsV1.SendBatchResponse>;
   deleteCampaignEmails(teamId: string, campaignId: string): Promise<number>;
+  /** How many of these addresses (at most 1,000) are on the team's suppression list. */
+  countSuppressed(teamId: string, emails: readonly string[]): Promise<number>;
   close(): void;
 }
 
@@ -36,6 +38,7 @@ export function createUpstreams(opts: {
   contactsAddr: string;
   domainsAddr: string;
   emailsAddr: string;
+  suppressionsAddr: string;
   deadlineMs: number;
   sendBatchDeadlineMs: number;
   logger: Logger;
@@ -45,6 +48,7 @@ export function createUpstreams(opts: {
   const contacts = createGrpcClient({ ...common, name: 'contacts', address: opts.contactsAddr, ctor: contactsV1.ContactsServiceClient });
   const domains = createGrpcClient({ ...common, name: 'domains', address: opts.domainsAddr, ctor: domainsV1.DomainsServiceClient });
   const emails = createGrpcClient({ ...common, name: 'emails', address: opts.emailsAddr, ctor: emailsV1.EmailsServiceClient });
+  const suppressions = createGrpcClient({ ...common, name: 'suppressions', address: opts.suppressionsAddr, ctor: suppressionsV1.SuppressionsServiceClient });
   const notFound = (err: unknown) => isServiceError(err) && err.code === status.NOT_FOUND;
   return {
     async domainState(teamId, domainName) {
@@ -85,10 +89,15 @@ export function createUpstreams(opts: {
     async deleteCampaignEmails(teamId, campaignId) {
       return Number((await emails.call.deleteCampaignEmails({ teamId, campaignId })).deletedCount);
     },
+    async countSuppressed(teamId, addresses) {
+      if (addresses.length === 0) return 0;
+      return new Set((await suppressions.call.checkSuppressed({ teamId, emails: [...addresses] })).suppressedEmails.map((e) => e.toLowerCase())).size;
+    },
     close() {
       contacts.close();
       domains.close();
       emails.close();
+      suppressions.close();
     },
   };
 }

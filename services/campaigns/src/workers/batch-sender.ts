@@ -19,7 +19,7 @@ export interface BatchSender {
 
 export interface BatchSenderDeps {
   readonly campaigns: CampaignsRepository;
-  readonly upstreams: Pick<CampaignUpstreams, 'bookContacts' | 'sendBatch'>;
+  readonly upstreams: Pick<CampaignUpstreams, 'bookContacts' | 'sendBatch' | 'countSuppressed'>;
   readonly logger: Logger;
   readonly publicUrl: string;
   readonly signingKey: string;
@@ -60,7 +60,8 @@ export function createBatchSender(deps: BatchSenderDeps): BatchSender {
     let cursor: string | null = null;
     for (;;) {
       const page = await deps.upstreams.bookContacts(c.teamId, c.contactBookId ?? '', cursor, COUNT_PAGE);
-      total += page.contacts.length;
+      // Subscribed and not suppressed: the emails service refuses suppressed addresses (email.suppressed).
+      total += page.contacts.length - (await deps.upstreams.countSuppressed(c.teamId, page.contacts.map((x) => x.email)));
       if (!page.nextCursor) return total;
       cursor = page.nextCursor;
     }

@@ -5,7 +5,7 @@ import {
   bindService, createEvent, createGrpcClient, createLogger, encodeEvent, FailedPreconditionError, NotFoundError, startService, subjectFor,
   UnavailableError, type EventEnvelope, type RunningService, type UpstreamClient,
 } from '@mailfleet/kit';
-import { campaignsV1, contactsV1, domainsV1, emailsV1 } from '@mailfleet/proto';
+import { campaignsV1, contactsV1, domainsV1, emailsV1, suppressionsV1 } from '@mailfleet/proto';
 import { testMongoUrl, testNatsUrl, uniqueDbName } from '@mailfleet/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadCampaignsConfig } from '../../src/config.js';
@@ -36,6 +36,8 @@ interface PeerContact { id: string; email: string; firstName?: string; subscribe
 
 /** The peer's state: books, verified domains and what was asked of it. */
 const books = new Map<string, { teamId: string; contacts: PeerContact[] }>();
+/** The suppression list the suppressions peer answers from (addresses lower-cased). */
+const suppressed = new Set<string>();
 const sendCalls: emailsV1.SendBatchRequest[] = [];
 const sentByKey = new Map<string, string[]>();
 const unsubscribeCalls: contactsV1.UnsubscribeContactRequest[] = [];
@@ -115,6 +117,14 @@ beforeAll(async () => {
         },
       }),
     }),
+    bindService<suppressionsV1.SuppressionsServiceServer>({
+      name: 'suppressions-peer', definition: suppressionsV1.SuppressionsServiceService, logger,
+      handlers: peerHandlers<suppressionsV1.SuppressionsServiceServer>({
+        checkSuppressed: async (req: suppressionsV1.CheckSuppressedRequest) => ({
+          suppressedEmails: req.emails.filter((e) => suppressed.has(e.toLowerCase())), suppressions: [],
+        }),
+      }),
+    }),
     bindService<domainsV1.DomainsServiceServer>({
       name: 'domains-peer', definition: domainsV1.DomainsServiceService, logger,
       handlers: peerHandlers<domainsV1.DomainsServiceServer>({
@@ -135,7 +145,7 @@ beforeAll(async () => {
 
   const config = loadCampaignsConfig({
     GRPC_PORT: '0', METRICS_PORT: '0', GRPC_HOST: '127.0.0.1', MONGO_URL: testMongoUrl(), MONGO_DB: dbName, NATS_URL: testNatsUrl(), LOG_LEVEL: 'silent',
-    CONTACTS_GRPC_ADDR: peerAddr, DOMAINS_GRPC_ADDR: peerAddr, EMAILS_GRPC_ADDR: peerAddr, UPSTREAM_DEADLINE_MS: '5000',
+    CONTACTS_GRPC_ADDR: peerAddr, DOMAINS_GRPC_ADDR: peerAddr, EMAILS_GRPC_ADDR: peerAddr, SUPPRESSIONS_GRPC_ADDR: peerAddr, UPSTREAM_DEADLINE_MS: '5000',
     PUBLIC_URL: 'https://mail.example.test', TRACKING_SIGNING_KEY: SIGNING_KEY,
     CAMPAIGN_SENDER_POLL_MS: '50', CAMPAIGN_BATCH_LEASE_MS: '1000', CAMPAIGN_BATCH_RETRY_DELAY_MS: '200', CAMPAIGN_BATCH_WINDOW_UNIT_MS: String(WINDOW_UNIT_MS),
   });
@@ -263,13 +273,16 @@ describe('sending', () => {
   it('sends every subscribed contact exactly once in batches, rendered, with unsubscribe headers, then completes', async () => {
     const contacts = makeBook('book_send', 250, TEAM, (i) => i % 10 === 3);
     const subscribed = contacts.filter((c) => c.subscribed);
+    // Two suppressed addresses: handed over like the rest (the emails service refuses them), not in the total.
+    suppressed.add(subscribed[5]!.email);
+    suppressed.add(subscribed[200]!.email);
     const c = (await client.call.createCampaign(base({ contactBookId: 'book_send', sendNow: true, batchSize: 120, batchWindowMinutes: 1 }))).campaign!;
     expect(c.status).toBe(campaignsV1.CampaignStatus.CAMPAIGN_STATUS_SENDING);
     const done = await waitFor('completion', async () => {
       const g = await get(c.id);
       return g.status === campaignsV1.CampaignStatus.CAMPAIGN_STATUS_COMPLETED ? g : undefined;
     });
-    expect(done.total).toBe(subscribed.length);
+    expect(done.total).toBe(subscribed.length - 2);
     const to = recipientsOf(c.id);
     expect(to.length).toBe(subscribed.length);
     expect(new Set(to)).toEqual(new Set(subscribed.map((x) => x.email)));
