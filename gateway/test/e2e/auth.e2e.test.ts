@@ -1,5 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiAt, createTeam, gatewayUrl, mailfleet, startSecondGateway } from './helpers.js';
+import { randomBytes } from 'node:crypto';
+import { readMailDir } from '@mailfleet/testkit';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { addVerifiedDomain, apiAt, createTeam, gatewayUrl, mailfleet, newSender, startSecondGateway, waitStatus, type Sender } from './helpers.js';
 
 const api = apiAt(gatewayUrl());
 let second: Awaited<ReturnType<typeof startSecondGateway>>;
@@ -10,6 +12,27 @@ beforeAll(async () => {
   api2 = apiAt(second.url);
 });
 afterAll(async () => second?.stop());
+
+const inbox = (label: string) => `${label}+${randomBytes(4).toString('hex')}@inbox.auth-e2e.test`;
+function sendAs(key: string, from: string, to: string, via = api) {
+  return via('POST', '/v1/emails', { token: key, body: { from: `Shop <shop@${from}>`, to, subject: 'Hello', text: 'Plain' } });
+}
+/** Addresses of the team's emails (every page of GET /v1/emails). */
+async function emailsOf(s: Sender): Promise<{ count: number; to: string[] }> {
+  const to: string[] = [];
+  let count = 0;
+  for (let page = 1; ; page++) {
+    const res = await api('GET', `/v1/emails?page=${page}&limit=20`, { token: s.token });
+    expect(res.status).toBe(200);
+    const body = res.body as { data: { to: string[] }[]; count: number };
+    count = body.count;
+    to.push(...body.data.flatMap((e) => e.to));
+    if (body.data.length < 20) return { count, to };
+  }
+}
+async function sinkHas(address: string): Promise<boolean> {
+  return (await readMailDir(inject('mailDir'))).some((m) => m.envelope.rcptTo.includes(address));
+}
 
 describe('health and version are public', () => {
   it('answers without a key on /v1 and /api/v1', async () => {
@@ -108,6 +131,80 @@ describe('permissions', () => {
       expect((res.body as { message?: string; error?: string }).message ?? (res.body as { error?: string }).error).toContain('SENDING');
     }
   });
+
+  it('a SENDING key (CLI) sends single and batch emails and is 403 on GET /v1/domains', async () => {
+    const s = await newSender('SendingKey');
+    const created = await mailfleet(['key', 'create', '--team', s.teamId, '--permission', 'SENDING', '--json']);
+    expect(created.code, created.stderr).toBe(0);
+    const key = (JSON.parse(created.stdout) as { token: string }).token;
+
+    const single = await sendAs(key, s.domain, inbox('single'));
+    expect(single.status, JSON.stringify(single.body)).toBe(200);
+    const batch = await api('POST', '/v1/emails/batch', {
+      token: key, body: [inbox('batch1'), inbox('batch2')].map((to) => ({ from: `shop@${s.domain}`, to, subject: 'Hello', text: 'Plain' })),
+    });
+    expect(batch.status, JSON.stringify(batch.body)).toBe(200);
+    const ids = [(single.body as { emailId: string }).emailId, ...(batch.body as { data: { emailId: string }[] }).data.map((d) => d.emailId)];
+    expect(ids).toHaveLength(3);
+    // Really sent: each one is delivered.
+    for (const id of ids) await waitStatus(s, id, 'DELIVERED');
+
+    const domains = await api('GET', '/v1/domains', { token: key });
+    expect(domains.status).toBe(403);
+    expect(JSON.stringify(domains.body)).toContain('SENDING');
+  });
+
+  it('a domain-restricted key (CLI) sends from its domain only, in single and batch sends; a refused batch sends nothing', async () => {
+    const s = await newSender('Restricted');
+    const own = await addVerifiedDomain(s.token, 'restricted-own');
+    const created = await mailfleet(['key', 'create', '--team', s.teamId, '--domain', own.domainId, '--json']);
+    expect(created.code, created.stderr).toBe(0);
+    expect(JSON.parse(created.stdout)).toMatchObject({ domainId: own.domainId });
+    const key = (JSON.parse(created.stdout) as { token: string }).token;
+
+    // Its own (verified) domain: single and batch go out.
+    const ok = await sendAs(key, own.domain, inbox('own'));
+    expect(ok.status, JSON.stringify(ok.body)).toBe(200);
+    const okBatch = await api('POST', '/v1/emails/batch', { token: key, body: [{ from: `shop@${own.domain}`, to: inbox('ownbatch'), subject: 'Hello', text: 'Plain' }] });
+    expect(okBatch.status, JSON.stringify(okBatch.body)).toBe(200);
+
+    // Another verified domain of the same team: 403 with a message naming the rule and the domain.
+    const refused = await sendAs(key, s.domain, inbox('other'));
+    expect(refused).toMatchObject({ status: 403, body: { code: 'FORBIDDEN', message: `this API key may only send from its own domain, not ${s.domain}` } });
+    // A batch with one such item is refused whole, naming the item; its allowed item is not sent either.
+    const allowed = inbox('mixed-own');
+    const mixed = await api('POST', '/v1/emails/batch', {
+      token: key,
+      body: [{ from: `shop@${own.domain}`, to: allowed, subject: 'Hello', text: 'Plain' }, { from: `shop@${s.domain}`, to: inbox('mixed-other'), subject: 'Hello', text: 'Plain' }],
+    });
+    expect(mixed).toMatchObject({ status: 403, body: { code: 'FORBIDDEN', message: `emails[1]: this API key may only send from its own domain, not ${s.domain}` } });
+    const sent = await emailsOf(s);
+    expect(sent.count).toBe(2);
+    expect(sent.to).not.toContain(allowed);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(await sinkHas(allowed)).toBe(false);
+  });
+});
+
+describe('quotas (SPEC 2.15): enforced when a send is accepted', () => {
+  it('a team with a daily quota of 2: the third send is 429 naming the daily quota, and nothing is sent for it', async () => {
+    const s = await newSender('Quota', { limits: ['--daily', '2'] });
+    expect((await api('GET', '/v1/settings', { token: s.token })).body).toMatchObject({ dailyEmailLimit: 2 });
+    for (const to of [inbox('q1'), inbox('q2')]) expect((await sendAs(s.token, s.domain, to)).status).toBe(200);
+
+    const over = inbox('q3');
+    const third = await sendAs(s.token, s.domain, over);
+    expect(third).toMatchObject({ status: 429, body: { code: 'QUOTA_EXCEEDED', message: 'Daily email quota of 2 reached: 1 more email would exceed it' } });
+    // The quota holds for batches too (on the other gateway: it is counted by the auth service, not per process).
+    const batch = await api2('POST', '/v1/emails/batch', { token: s.token, body: [{ from: `shop@${s.domain}`, to: over, subject: 'Hello', text: 'Plain' }] });
+    expect(batch).toMatchObject({ status: 429, body: { code: 'QUOTA_EXCEEDED', message: expect.stringContaining('Daily email quota of 2') } });
+
+    const sent = await emailsOf(s);
+    expect(sent.count).toBe(2);
+    expect(sent.to).not.toContain(over);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(await sinkHas(over)).toBe(false);
+  });
 });
 
 describe('teams and settings', () => {
@@ -148,4 +245,46 @@ describe('rate limits hold across gateway replicas', () => {
     expect(Number(over.headers.get('retry-after'))).toBeGreaterThan(0);
     expect((await api('GET', '/v1/settings', { token })).status).toBe(429);
   });
+
+  it('the team\'s 101st send within a minute across both gateways is 429 with RateLimit-Limit/Remaining/Reset and Retry-After headers', async () => {
+    // Fixed one-minute windows: the 101 sends must share one. Each attempt starts early in a minute with a fresh team;
+    // one that a slow machine stretched across a window boundary proves nothing and is run again (at most three).
+    for (let attempt = 1; ; attempt++) {
+      // High quotas, the default SEND_EMAIL rate limit (SPEC 8: 100 per minute).
+      const s = await newSender(`SendLimit${attempt}`, { limits: ['--daily', '100000', '--monthly=-1'] });
+      const second = new Date().getUTCSeconds();
+      if (second > 10) await new Promise((r) => setTimeout(r, (61 - second) * 1000));
+      const started = Date.now();
+      // Four lanes, two on each gateway, take the 100 sends between them.
+      const results: { status: number; limit: string | null; remaining: string | null }[] = [];
+      let next = 0;
+      await Promise.all([api, api2, api, api2].map(async (via) => {
+        while (next < 100) {
+          const res = await sendAs(s.token, s.domain, inbox(`rl${next++}`), via);
+          results.push({ status: res.status, limit: res.headers.get('ratelimit-limit'), remaining: res.headers.get('ratelimit-remaining') });
+        }
+      }));
+      const over = inbox('rl100');
+      const refused = await sendAs(s.token, s.domain, over);
+      if (Math.floor(Date.now() / 60_000) !== Math.floor(started / 60_000)) {
+        expect(attempt, 'the 101 sends never fitted in one rate-limit window').toBeLessThan(3);
+        continue;
+      }
+      expect(results.filter((r) => r.status !== 200 || r.limit !== '100')).toEqual([]);
+      // One shared budget: each of the 100 took its own unit, whichever gateway it came through.
+      expect(results.map((r) => Number(r.remaining)).sort((a, b) => a - b)).toEqual(Array.from({ length: 100 }, (_, i) => i));
+      expect(refused.status).toBe(429);
+      expect(refused.body).toEqual({ code: 'RATE_LIMITED', message: expect.stringContaining('100 requests per minute') });
+      expect(refused.headers.get('ratelimit-limit')).toBe('100');
+      expect(refused.headers.get('ratelimit-remaining')).toBe('0');
+      const reset = Number(refused.headers.get('ratelimit-reset'));
+      expect(reset).toBeGreaterThan(0);
+      expect(reset).toBeLessThanOrEqual(60);
+      expect(Number(refused.headers.get('retry-after'))).toBe(reset);
+      // The other gateway refuses too; the refused sends were never accepted.
+      expect((await sendAs(s.token, s.domain, over, api2)).status).toBe(429);
+      expect((await emailsOf(s)).count).toBe(100);
+      return;
+    }
+  }, 420_000);
 });

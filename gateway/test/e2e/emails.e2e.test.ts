@@ -3,76 +3,15 @@ import { Resolver } from 'node:dns/promises';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { dkimVerify } from 'mailauth/lib/dkim/verify.js';
-import { killChild, readMailDir, setDnsRecords, startChild, waitForMail, type ReceivedMail } from '@mailfleet/testkit';
+import { killChild, readMailDir, startChild } from '@mailfleet/testkit';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
-import { apiAt, createTeam, gatewayUrl, mailfleet } from './helpers.js';
+import { apiAt, detail, gatewayUrl, mailfleet, mailTo, newSender, trackingLinks, until, waitStatus, type Sender } from './helpers.js';
 
 const api = apiAt(gatewayUrl());
 const mailDir = inject('mailDir');
 
-interface DnsRecord { type: string; name: string; value: string; priority: string | null }
-interface EmailEvent { emailId: string; status: string; createdAt: string; data: Record<string, unknown> }
-interface EmailDetail {
-  id: string; teamId: string; to: string[]; from: string; subject: string; html: string | null; text: string | null; latestStatus: string;
-  scheduledAt: string | null; domainId: string; replyTo: string[] | null; cc: string[] | null; bcc: string[] | null; emailEvents: EmailEvent[];
-}
-
-interface Sender { token: string; teamId: string; domain: string; domainId: string }
-
-/** A team with a verified domain, generous limits and tracking as asked. */
-async function newSender(label: string, tracking = false): Promise<Sender> {
-  const { token, teamId } = await createTeam(`Emails ${label}`);
-  const update = await mailfleet(['team', 'update', '--team', teamId, '--daily', '100000', '--monthly=-1', '--rate-limit', 'BATCH_EMAIL=100000', '--rate-limit', 'SEND_EMAIL=100000']);
-  expect(update.code, update.stderr).toBe(0);
-  const domain = `${label.toLowerCase()}-${randomBytes(4).toString('hex')}.mailfleet-e2e.test`;
-  const created = await api('POST', '/v1/domains', { token, body: { name: domain, region: 'us-east-1' } });
-  expect(created.status).toBe(200);
-  const d = created.body as { id: string; dnsRecords: DnsRecord[] };
-  for (const r of d.dnsRecords) {
-    if (r.type === 'MX') await setDnsRecords(r.name, 'MX', [{ priority: Number(r.priority), exchange: r.value }]);
-    else await setDnsRecords(r.name, 'TXT', [r.value]);
-  }
-  expect((await api('PUT', `/v1/domains/${d.id}/verify`, { token })).status).toBe(200);
-  await until(async () => ((await api('GET', `/v1/domains/${d.id}`, { token })).body as { status: string }).status === 'SUCCESS', 30_000, 'domain verified');
-  if (tracking) {
-    const patched = await api('PATCH', `/v1/domains/${d.id}`, { token, body: { openTracking: true, clickTracking: true } });
-    expect(patched.status).toBe(200);
-  }
-  return { token, teamId, domain, domainId: d.id };
-}
-
-async function until<T>(check: () => Promise<T | false | undefined>, timeoutMs: number, what: string): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await check().catch(() => undefined);
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
-
 let n = 0;
 const inbox = (local = 'user') => `${local}+${Date.now().toString(36)}${n++}@inbox.mailfleet-e2e.test`;
-
-async function detail(s: Sender, id: string): Promise<EmailDetail> {
-  const res = await api('GET', `/v1/emails/${id}`, { token: s.token });
-  expect(res.status).toBe(200);
-  return res.body as EmailDetail;
-}
-
-async function waitStatus(s: Sender, id: string, status: string, timeoutMs = 30_000): Promise<EmailDetail> {
-  let last: EmailDetail | undefined;
-  try {
-    return await until(async () => {
-      last = await detail(s, id);
-      return last.latestStatus === status && last;
-    }, timeoutMs, `email ${id} ${status}`);
-  } catch (err) {
-    throw new Error(`${(err as Error).message}; it is ${last?.latestStatus} with ${last?.emailEvents.map((e) => e.status).join(', ')}`);
-  }
-}
-
-const mailTo = (address: string, timeoutMs = 30_000): Promise<ReceivedMail> => waitForMail(mailDir, (m) => m.envelope.rcptTo.includes(address), timeoutMs);
 
 async function sinkCount(address: string): Promise<number> {
   return (await readMailDir(mailDir)).filter((m) => m.envelope.rcptTo.includes(address)).length;
@@ -82,7 +21,7 @@ let s: Sender;
 let tracked: Sender;
 beforeAll(async () => {
   s = await newSender('Main');
-  tracked = await newSender('Tracked', true);
+  tracked = await newSender('Tracked', { tracking: true });
 });
 
 function send(body: Record<string, unknown>, as: Sender = s, headers?: Record<string, string>) {
@@ -168,8 +107,7 @@ describe('sending (SPEC 4.2)', () => {
     const to = inbox('track');
     const { emailId } = (await send({ to, html: '<html><body><a href="https://shop.example/item?id=7">Buy</a></body></html>' }, tracked)).body as { emailId: string };
     const html = (await mailTo(to)).parsed.html as string;
-    const pixel = /<img src="([^"]+\/v1\/track\/open\?t=[^"]+)"/.exec(html)?.[1];
-    const link = /href="([^"]+\/v1\/track\/click\?t=[^"]+)"/.exec(html)?.[1];
+    const { pixel, click: link } = trackingLinks(html);
     expect(pixel?.startsWith(gatewayUrl())).toBe(true);
     expect(link?.startsWith(gatewayUrl())).toBe(true);
     const ua = 'Mozilla/5.0 (Macintosh; Intel Mac OS X 14_0) AppleWebKit/605.1.15';

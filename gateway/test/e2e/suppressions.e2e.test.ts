@@ -1,9 +1,10 @@
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { createEvent, createGrpcClient, createLogger, encodeEvent, subjectFor, type EventEnvelope, type UpstreamClient } from '@mailfleet/kit';
+import { createEvent, createGrpcClient, createLogger, decodeEvent, encodeEvent, subjectFor, type EventEnvelope, type UpstreamClient } from '@mailfleet/kit';
 import { suppressionsV1 } from '@mailfleet/proto';
+import { readMailDir } from '@mailfleet/testkit';
 import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
-import { apiAt, createTeam, gatewayUrl } from './helpers.js';
+import { apiAt, createTeam, detail, gatewayUrl, mailTo, newSender, until, waitStatus, type Sender } from './helpers.js';
 
 interface Suppression {
   id: string;
@@ -259,6 +260,71 @@ describe('automatic suppression from platform events (real JetStream)', () => {
     expect(await waitForSuppression(token, 'angry@example.net')).toMatchObject({ reason: 'COMPLAINT', source: 'em_spam_e2e' });
     expect(await waitForSuppression(token, 'leaver@example.net')).toMatchObject({ reason: 'UNSUBSCRIBE', source: 'em_campaign_e2e' });
     expect((await api('GET', '/v1/suppressions', { token: bystander.token })).body).toEqual({ suppressions: [], total: 0 });
+  });
+});
+
+describe('through the mailbox simulator (real sends, issue 6 acceptance)', () => {
+  /** Every email.suppressed event the emails service publishes from now on, read from JetStream. */
+  async function suppressedEvents(): Promise<{ seen: EventEnvelope[]; stop: () => void }> {
+    const seen: EventEnvelope[] = [];
+    const consumer = await js.consumers.get('MAILFLEET_EVENTS', { filter_subjects: ['mailfleet.email.suppressed'], deliver_policy: 'new' } as never);
+    const messages = await consumer.consume();
+    void (async () => {
+      for await (const m of messages) seen.push(decodeEvent(m.data));
+    })().catch(() => undefined);
+    return { seen, stop: () => void messages.close() };
+  }
+  async function send(s: Sender, to: string): Promise<{ emailId: string }> {
+    const res = await api('POST', '/v1/emails', { token: s.token, body: { from: `shop@${s.domain}`, to, subject: 'Hello', text: 'Plain' } });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    return res.body as { emailId: string };
+  }
+  const sinkCount = async (address: string) => (await readMailDir(inject('mailDir'))).filter((m) => m.envelope.rcptTo.includes(address)).length;
+
+  it('a hard bounce suppresses the address; the next send is email.suppressed with nothing in the sink; after DELETE it goes out again', async () => {
+    const s = await newSender('SuppSim');
+    const bounce = `bounce+${Date.now().toString(36)}@inbox.mailfleet-e2e.test`;
+    const first = await send(s, bounce);
+    await waitStatus(s, first.emailId, 'BOUNCED');
+    const listed = await until(async () => ((await api('GET', `/v1/suppressions?reason=HARD_BOUNCE&search=${encodeURIComponent(bounce)}`, { token: s.token })).body as ListBody).suppressions[0], 30_000, 'suppressed');
+    expect(listed).toMatchObject({ email: bounce, reason: 'HARD_BOUNCE', source: first.emailId });
+
+    const events = await suppressedEvents();
+    try {
+      const second = await send(s, bounce);
+      const r = await waitStatus(s, second.emailId, 'SUPPRESSED');
+      expect(r.emailEvents.map((e) => e.status)).toEqual(['SUPPRESSED']);
+      const event = await until(async () => events.seen.find((e) => (e.data as { id: string }).id === second.emailId), 30_000, 'email.suppressed');
+      expect(event).toMatchObject({ type: 'email.suppressed', teamId: s.teamId, data: { to: [bounce] } });
+    } finally {
+      events.stop();
+    }
+    // The simulator refuses bounce@ at RCPT: nothing of either send is in the sink.
+    expect(await sinkCount(bounce)).toBe(0);
+
+    // After DELETE the address is sent to again: the relay is asked (and, this being bounce@, refuses again).
+    expect((await api('DELETE', `/v1/suppressions/email/${encodeURIComponent(bounce)}`, { token: s.token })).body).toEqual({ success: true });
+    const third = await send(s, bounce);
+    const r3 = await waitStatus(s, third.emailId, 'BOUNCED');
+    expect(r3.emailEvents.find((e) => e.status === 'BOUNCED')?.data).toMatchObject({ bounce: { type: 'Permanent' } });
+  });
+
+  it('a complaint suppresses the address; after DELETE mail to it is delivered again', async () => {
+    const s = await newSender('SuppSimComplaint');
+    const complainer = `complaint+${Date.now().toString(36)}@inbox.mailfleet-e2e.test`;
+    const first = await send(s, complainer);
+    await waitStatus(s, first.emailId, 'COMPLAINED');
+    await until(async () => ((await api('GET', `/v1/suppressions?reason=COMPLAINT&search=${encodeURIComponent(complainer)}`, { token: s.token })).body as ListBody).total === 1, 30_000, 'suppressed');
+    const second = await send(s, complainer);
+    await waitStatus(s, second.emailId, 'SUPPRESSED');
+    expect(await sinkCount(complainer)).toBe(1);
+
+    expect((await api('DELETE', `/v1/suppressions/email/${encodeURIComponent(complainer)}`, { token: s.token })).body).toEqual({ success: true });
+    const third = await send(s, complainer);
+    // Delivered (the simulator then complains again, so DELIVERED need not stay the latest status).
+    await until(async () => (await detail(s, third.emailId)).emailEvents.some((e) => e.status === 'DELIVERED'), 30_000, 'delivered again');
+    await mailTo(complainer);
+    expect(await sinkCount(complainer)).toBe(2);
   });
 });
 
