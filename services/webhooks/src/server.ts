@@ -52,11 +52,24 @@ export async function createWebhooksServer(deps: {
   });
   worker.start();
 
+  // The one scan of the deliveries besides the sweep: pending ones without a queue entry (a crash between the two writes,
+  // or records from before the queue) are queued again. At start (in the background) and after every sweep.
+  const repair = () => deliveries.repairQueue(new Date())
+    .then((n) => {
+      if (n > 0) {
+        logger.info({ queued: n }, 'pending deliveries without a queue entry queued again');
+        worker.kick();
+      }
+    })
+    .catch((err: unknown) => logger.warn({ err }, 'delivery queue repair failed'));
+  void repair();
+
   const sweeper = setInterval(() => {
     const t = Date.now();
     deliveries.sweep(new Date(t - config.deliveryRetentionDays * 86_400_000), new Date(t))
       .then((n) => { if (n > 0) logger.info({ deleted: n }, 'old delivery records swept'); })
-      .catch((err: unknown) => logger.warn({ err }, 'delivery sweep failed'));
+      .catch((err: unknown) => logger.warn({ err }, 'delivery sweep failed'))
+      .finally(() => void repair());
   }, config.sweepIntervalMs);
   sweeper.unref();
 

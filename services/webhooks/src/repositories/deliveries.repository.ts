@@ -57,14 +57,42 @@ interface DeliveryDoc {
   responseText: string | null;
   createdAt: Date;
   updatedAt: Date;
-  /** Claimable once this is past (EPOCH when free). */
+  /** The lock on attempting this delivery: nobody else may until this is past (EPOCH when free). */
   leaseUntil: Date;
   leaseToken?: string;
-  /** Held while its webhook is not ACTIVE; activation releases it. */
+  /** Written by earlier versions (parking lives on the queue entry now); ignored and dropped at the next claim. */
   parked?: boolean;
 }
 
+/**
+ * The delivery queue: one small document per delivery that is waiting or in
+ * flight, deleted once the delivery is final. Claims look only here, so their
+ * cost follows the pending work, not the 30 days of delivered records (FerretDB
+ * scans and decodes a whole collection for any filter without a plain `_id`).
+ * The delivery document stays the truth: its lease (`leaseUntil` + token) is
+ * the lock on an attempt, and a claim re-checks it by `_id`, so a stale entry
+ * (finished, rescheduled or held by a manual retry meanwhile) costs one look
+ * and is then fixed, never a second attempt.
+ */
+interface QueueDoc {
+  /** The delivery id. */
+  _id: string;
+  webhookId: string;
+  /** When the delivery is due (its next attempt): claims take the most overdue first. */
+  due: Date;
+  /** Passed over by claims until then: a claim in progress (a crash makes it claimable again then), EPOCH when free. */
+  leaseUntil: Date;
+  /** Held while its webhook is not ACTIVE; activation releases it. */
+  parked?: boolean;
+  createdAt: Date;
+}
+
 const EPOCH = new Date(0);
+/** A queue entry is written before its delivery: a younger entry without one may be an insert in progress. */
+const ORPHAN_GRACE_MS = 60_000;
+const ORPHAN_RECHECK_MS = 2_000;
+/** Stale entries fixed per claim before giving the worker back an empty hand. */
+const STALE_PER_CLAIM = 20;
 
 export interface DeliveriesRepository {
   ensureIndexes(): Promise<void>;
@@ -88,10 +116,16 @@ export interface DeliveriesRepository {
   cancelPending(webhookId: string, reason: string, now: Date): Promise<number>;
   get(teamId: string, webhookId: string, id: string): Promise<DeliveryRecord | undefined>;
   list(teamId: string, webhookId: string, q: { skip: number; limit: number; status?: DeliveryState | undefined }): Promise<{ records: DeliveryRecord[]; count: number }>;
-  /** When the next unleased, unparked PENDING delivery falls due. */
+  /** When the next unparked queued delivery falls due (a claimed one: when its lease ends). */
   nextDueAt(now: Date, excludeWebhookIds: readonly string[]): Promise<Date | undefined>;
   /** Deletes unleased deliveries created before `cutoff`. */
   sweep(cutoff: Date, now: Date): Promise<number>;
+  /**
+   * Queues every PENDING delivery that has no queue entry (a crash between the
+   * two writes, or records from before the queue existed). Scans the
+   * deliveries: run at start and with the hourly sweep, never per claim.
+   */
+  repairQueue(now: Date): Promise<number>;
 }
 
 function toRecord(d: DeliveryDoc): DeliveryRecord {
@@ -104,13 +138,47 @@ function toRecord(d: DeliveryDoc): DeliveryRecord {
 
 export function createDeliveriesRepository(db: Db): DeliveriesRepository {
   const col: Collection<DeliveryDoc> = db.collection<DeliveryDoc>('deliveries');
+  const queue: Collection<QueueDoc> = db.collection<QueueDoc>('delivery_queue');
 
-  const claimable = (now: Date, exclude: readonly string[]): Filter<DeliveryDoc> => ({
-    status: 'PENDING',
-    leaseUntil: { $lt: now },
+  const queueable = (exclude: readonly string[]): Filter<QueueDoc> => ({
     parked: { $ne: true },
     ...(exclude.length > 0 ? { webhookId: { $nin: [...exclude] } } : {}),
   });
+
+  /** The entry follows its delivery: looked at again at `due` (created if missing), not parked. */
+  async function requeue(id: string, webhookId: string, due: Date, parked = false): Promise<void> {
+    await queue.updateOne(
+      { _id: id },
+      { $set: { webhookId, due, leaseUntil: EPOCH, ...(parked ? { parked: true } : {}) }, ...(parked ? {} : { $unset: { parked: '' } }), $setOnInsert: { createdAt: new Date() } },
+      { upsert: true },
+    );
+  }
+
+  /** After a written result: a delivery still PENDING waits for its next attempt, a final one leaves the queue. */
+  async function follow(d: DeliveryDoc): Promise<void> {
+    if (d.status === 'PENDING') await requeue(d._id, d.webhookId, d.nextAttemptAt ?? new Date());
+    else await queue.deleteOne({ _id: d._id });
+  }
+
+  /** A claimed entry whose delivery could not be locked: put it where it belongs (or drop it). */
+  async function fixStale(entry: QueueDoc, now: Date): Promise<void> {
+    const d = await col.findOne({ _id: entry._id });
+    if (!d) {
+      if (now.getTime() - entry.createdAt.getTime() < ORPHAN_GRACE_MS) {
+        await queue.updateOne({ _id: entry._id }, { $set: { leaseUntil: new Date(now.getTime() + ORPHAN_RECHECK_MS) } });
+      } else {
+        await queue.deleteOne({ _id: entry._id });
+      }
+      return;
+    }
+    if (d.status !== 'PENDING') {
+      await queue.deleteOne({ _id: entry._id });
+      return;
+    }
+    // Held by another attempt (a manual retry) or not due yet: look again when that changes.
+    const leased = d.leaseUntil.getTime() >= now.getTime() ? new Date(d.leaseUntil.getTime() + 1) : EPOCH;
+    await queue.updateOne({ _id: entry._id }, { $set: { due: d.nextAttemptAt ?? now, leaseUntil: leased } });
+  }
 
   return {
     async ensureIndexes() {
@@ -119,17 +187,23 @@ export function createDeliveriesRepository(db: Db): DeliveriesRepository {
       await col.createIndex({ status: 1, nextAttemptAt: 1 }, { name: 'due' });
       await col.createIndex({ teamId: 1, webhookId: 1, createdAt: -1 }, { name: 'webhook_created' });
       await col.createIndex({ createdAt: 1 }, { name: 'created' });
+      await queue.createIndex({ due: 1 }, { name: 'due' });
+      await queue.createIndex({ webhookId: 1 }, { name: 'webhook' });
     },
 
     async createPending(input) {
+      const id = newId('whd');
+      // The entry first: a crash between the two writes leaves an orphan entry (dropped by the worker), never an unqueued delivery.
+      await queue.insertOne({ _id: id, webhookId: input.webhookId, due: input.now, leaseUntil: EPOCH, createdAt: input.now });
       try {
         await col.insertOne({
-          _id: newId('whd'), teamId: input.teamId, webhookId: input.webhookId, eventId: input.eventId, type: input.type,
+          _id: id, teamId: input.teamId, webhookId: input.webhookId, eventId: input.eventId, type: input.type,
           payload: input.payload, status: 'PENDING', attempt: 0, nextAttemptAt: input.now, lastError: null, responseStatus: null,
           responseTimeMs: null, responseText: null, createdAt: input.now, updatedAt: input.now, leaseUntil: EPOCH,
         });
         return true;
       } catch (err) {
+        await queue.deleteOne({ _id: id }).catch(() => undefined);
         if (isDuplicateKeyError(err)) return false;
         throw err;
       }
@@ -142,19 +216,32 @@ export function createDeliveriesRepository(db: Db): DeliveriesRepository {
         responseStatus: input.responseStatus, responseTimeMs: input.responseTimeMs, responseText: input.responseText,
         createdAt: input.createdAt, updatedAt: input.updatedAt, leaseUntil: EPOCH,
       };
+      if (doc.status === 'PENDING') await requeue(doc._id, doc.webhookId, doc.nextAttemptAt ?? input.createdAt);
       await col.insertOne(doc);
       return toRecord(doc);
     },
 
     async claimDue(now, leaseMs, exclude) {
-      const leaseToken = randomUUID();
-      const d = await col.findOneAndUpdate(
-        { ...claimable(now, exclude), nextAttemptAt: { $lte: now } },
-        { $set: { leaseUntil: new Date(now.getTime() + leaseMs), leaseToken } },
-        { sort: { nextAttemptAt: 1 }, returnDocument: 'after' },
-      );
-      if (!d || d.leaseToken !== leaseToken) return undefined;
-      return { record: toRecord(d), leaseToken, scheduled: true };
+      const leaseUntil = new Date(now.getTime() + leaseMs);
+      for (let i = 0; i < STALE_PER_CLAIM; i++) {
+        // The entry is leased too: other workers pass it by, and a crash makes it claimable again when the lease ends.
+        const entry = await queue.findOneAndUpdate(
+          { ...queueable(exclude), due: { $lte: now }, leaseUntil: { $lte: now } },
+          { $set: { leaseUntil } },
+          { sort: { due: 1 }, returnDocument: 'before' },
+        );
+        if (!entry) return undefined;
+        const leaseToken = randomUUID();
+        // The lock itself, on the delivery by its id: free, still PENDING and due.
+        const d = await col.findOneAndUpdate(
+          { _id: entry._id, status: 'PENDING', leaseUntil: { $lt: now }, nextAttemptAt: { $lte: now } },
+          { $set: { leaseUntil, leaseToken }, $unset: { parked: '' } },
+          { returnDocument: 'after' },
+        );
+        if (d && d.leaseToken === leaseToken) return { record: toRecord(d), leaseToken, scheduled: true };
+        await fixStale(entry, now);
+      }
+      return undefined;
     },
 
     async claimForRetry(teamId, webhookId, deliveryId, now, leaseMs) {
@@ -164,6 +251,7 @@ export function createDeliveriesRepository(db: Db): DeliveriesRepository {
         { $set: { leaseUntil: new Date(now.getTime() + leaseMs), leaseToken }, $unset: { parked: '' } },
         { returnDocument: 'after' },
       );
+      // Its queue entry (if any) follows the result when the attempt is recorded.
       if (d && d.leaseToken === leaseToken) return { record: toRecord(d), leaseToken, scheduled: d.status === 'PENDING' };
       return (await col.countDocuments({ _id: deliveryId, teamId, webhookId }, { limit: 1 })) > 0 ? 'busy' : undefined;
     },
@@ -174,27 +262,51 @@ export function createDeliveriesRepository(db: Db): DeliveriesRepository {
         { $set: { ...result, updatedAt: now, leaseUntil: EPOCH }, $unset: { leaseToken: '' } },
         { returnDocument: 'after' },
       );
-      return d ? toRecord(d) : undefined;
+      if (!d) return undefined;
+      // The result is recorded: a failure here must not undo that (the webhook's counters follow it). A crash or error
+      // before the entry follows leaves it leased until the lease ends; then a claim finds the delivery's state and fixes it.
+      await follow(d).catch(() => undefined);
+      return toRecord(d);
     },
 
     async release(claim) {
-      await col.updateOne({ _id: claim.record.id, leaseToken: claim.leaseToken }, { $set: { leaseUntil: EPOCH }, $unset: { leaseToken: '' } });
+      const d = await col.findOneAndUpdate(
+        { _id: claim.record.id, leaseToken: claim.leaseToken },
+        { $set: { leaseUntil: EPOCH }, $unset: { leaseToken: '' } },
+        { returnDocument: 'after' },
+      );
+      if (d) await follow(d);
     },
 
     async park(claim) {
-      await col.updateOne({ _id: claim.record.id, leaseToken: claim.leaseToken }, { $set: { leaseUntil: EPOCH, parked: true }, $unset: { leaseToken: '' } });
+      const d = await col.findOneAndUpdate(
+        { _id: claim.record.id, leaseToken: claim.leaseToken },
+        { $set: { leaseUntil: EPOCH }, $unset: { leaseToken: '' } },
+        { returnDocument: 'after' },
+      );
+      if (!d) return;
+      if (d.status === 'PENDING') await requeue(d._id, d.webhookId, d.nextAttemptAt ?? new Date(), true);
+      else await queue.deleteOne({ _id: d._id });
     },
 
     async unpark(webhookId) {
-      return (await col.updateMany({ webhookId, parked: true }, { $unset: { parked: '' } })).modifiedCount;
+      return (await queue.updateMany({ webhookId, parked: true }, { $unset: { parked: '' } })).modifiedCount;
     },
 
     async cancelPending(webhookId, reason, now) {
-      const res = await col.updateMany(
-        { webhookId, status: 'PENDING' },
-        { $set: { status: 'FAILED', nextAttemptAt: null, lastError: reason, updatedAt: now }, $unset: { parked: '' } },
-      );
-      return res.modifiedCount;
+      // The queue knows every pending delivery of the webhook; each is then changed by its id.
+      const entries = await queue.find({ webhookId }, { projection: { _id: 1 } }).toArray();
+      let n = 0;
+      for (const e of entries) {
+        const res = await col.updateOne(
+          { _id: e._id, status: 'PENDING' },
+          { $set: { status: 'FAILED', nextAttemptAt: null, lastError: reason, updatedAt: now }, $unset: { parked: '' } },
+        );
+        n += res.modifiedCount;
+        // An attempt in flight that records a retry afterwards queues it again (and its next attempt finds no webhook).
+        await queue.deleteOne({ _id: e._id });
+      }
+      return n;
     },
 
     async get(teamId, webhookId, id) {
@@ -212,12 +324,32 @@ export function createDeliveriesRepository(db: Db): DeliveriesRepository {
     },
 
     async nextDueAt(now, exclude) {
-      const [d] = await col.find(claimable(now, exclude), { projection: { nextAttemptAt: 1 } }).sort({ nextAttemptAt: 1 }).limit(1).toArray();
-      return d?.nextAttemptAt ?? undefined;
+      // The queue is small: the first free entry by due time, and the first lease to end.
+      const [[free], [leased]] = await Promise.all([
+        queue.find({ ...queueable(exclude), leaseUntil: { $lte: now } }, { projection: { due: 1 } }).sort({ due: 1 }).limit(1).toArray(),
+        queue.find({ ...queueable(exclude), leaseUntil: { $gt: now } }, { projection: { leaseUntil: 1 } }).sort({ leaseUntil: 1 }).limit(1).toArray(),
+      ]);
+      const times = [free?.due, leased?.leaseUntil].filter((t): t is Date => t !== undefined).map((t) => t.getTime());
+      return times.length > 0 ? new Date(Math.min(...times)) : undefined;
     },
 
     async sweep(cutoff, now) {
       return (await col.deleteMany({ createdAt: { $lt: cutoff }, leaseUntil: { $lt: now } })).deletedCount;
+    },
+
+    async repairQueue(now) {
+      const pending = await col.find({ status: 'PENDING' }, { projection: { _id: 1, webhookId: 1, nextAttemptAt: 1, leaseUntil: 1 } }).toArray();
+      let n = 0;
+      for (const d of pending) {
+        const leaseUntil = d.leaseUntil.getTime() >= now.getTime() ? new Date(d.leaseUntil.getTime() + 1) : EPOCH;
+        const res = await queue.updateOne(
+          { _id: d._id },
+          { $setOnInsert: { webhookId: d.webhookId, due: d.nextAttemptAt ?? now, leaseUntil, createdAt: now } },
+          { upsert: true },
+        );
+        n += res.upsertedCount;
+      }
+      return n;
     },
   };
 }

@@ -174,6 +174,9 @@ export function fakeDeliveries(): DeliveriesRepository & { rows: Map<string, Row
         .sort((a, b) => a.nextAttemptAt!.getTime() - b.nextAttemptAt!.getTime())[0];
       return due?.nextAttemptAt ?? undefined;
     },
+    async repairQueue() {
+      return 0;
+    },
     async sweep(cutoff, now) {
       let n = 0;
       for (const [id, r] of rows) {

@@ -1,0 +1,170 @@
+import { testMongoUrl, uniqueDbName } from '@mailfleet/testkit';
+import { MongoClient, type Db } from 'mongodb';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDeliveriesRepository, type ClaimedDelivery, type DeliveriesRepository } from '../../src/repositories/deliveries.repository.js';
+
+// The delivery queue on FerretDB: claims find due work among thousands of delivered records, a crashed
+// claim is taken again once its lease lapses, and two replicas never hold (or finish) one delivery twice.
+const dbName = uniqueDbName('webhooks_queue');
+/** A database of its own for the race, where claims are quick: more of them overlap. */
+const raceDbName = uniqueDbName('webhooks_race');
+const DELIVERED = 2_000;
+let mongoA: MongoClient;
+let mongoB: MongoClient;
+let db: Db;
+let repoA: DeliveriesRepository;
+let repoB: DeliveriesRepository;
+let raceA: DeliveriesRepository;
+let raceB: DeliveriesRepository;
+
+const success = { status: 'SUCCESS' as const, lastError: null, nextAttemptAt: null, responseStatus: 200, responseTimeMs: 3, responseText: 'ok' };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function createPending(repo: DeliveriesRepository, webhookId: string, eventId: string, now = new Date()): Promise<void> {
+  expect(await repo.createPending({ teamId: 'team_q', webhookId, eventId, type: 'email.sent', payload: `{"id":"${eventId}"}`, now })).toBe(true);
+}
+
+/** Claims everything due for the given webhooks until nothing is left. */
+async function drain(repo: DeliveriesRepository, exclude: string[] = []): Promise<ClaimedDelivery[]> {
+  const out: ClaimedDelivery[] = [];
+  for (let c = await repo.claimDue(new Date(), 30_000, exclude); c; c = await repo.claimDue(new Date(), 30_000, exclude)) out.push(c);
+  return out;
+}
+
+beforeAll(async () => {
+  mongoA = new MongoClient(testMongoUrl());
+  mongoB = new MongoClient(testMongoUrl());
+  db = mongoA.db(dbName);
+  repoA = createDeliveriesRepository(db);
+  repoB = createDeliveriesRepository(mongoB.db(dbName));
+  await repoA.ensureIndexes();
+  raceA = createDeliveriesRepository(mongoA.db(raceDbName));
+  raceB = createDeliveriesRepository(mongoB.db(raceDbName));
+  await raceA.ensureIndexes();
+  // Thirty days of delivered records, as the retention keeps them.
+  const old = new Date(Date.now() - 86_400_000);
+  for (let i = 0; i < DELIVERED; i += 500) {
+    await db.collection('deliveries').insertMany(Array.from({ length: 500 }, (_, j) => ({
+      _id: `whd_done_${i + j}`, teamId: 'team_q', webhookId: `wh_done_${(i + j) % 7}`, eventId: `evt_done_${i + j}`, type: 'email.sent',
+      payload: '{}', status: 'SUCCESS', attempt: 1, nextAttemptAt: null, lastError: null, responseStatus: 200, responseTimeMs: 5,
+      responseText: 'ok', createdAt: old, updatedAt: old, leaseUntil: new Date(0),
+    })) as never);
+  }
+});
+
+afterAll(async () => {
+  await db?.dropDatabase();
+  await mongoA?.db(raceDbName).dropDatabase();
+  await mongoA?.close();
+  await mongoB?.close();
+});
+
+describe('delivery queue', () => {
+  it('claims due work among thousands of delivered records, oldest first, never a delivered one', async () => {
+    expect(await repoA.claimDue(new Date(), 30_000, [])).toBeUndefined();
+    const t = Date.now();
+    await createPending(repoA, 'wh_a', 'evt_a1', new Date(t - 2_000));
+    await createPending(repoA, 'wh_a', 'evt_a2', new Date(t - 1_000));
+    await createPending(repoA, 'wh_b', 'evt_b1', new Date(t - 500));
+    // A redelivered event makes no second delivery and leaves nothing queued.
+    expect(await repoA.createPending({ teamId: 'team_q', webhookId: 'wh_a', eventId: 'evt_a1', type: 'email.sent', payload: '{}', now: new Date() })).toBe(false);
+
+    // A webhook at its cap is skipped.
+    const first = await repoA.claimDue(new Date(), 30_000, ['wh_a']);
+    expect(first?.record.eventId).toBe('evt_b1');
+    const rest = await drain(repoA);
+    expect(rest.map((c) => c.record.eventId)).toEqual(['evt_a1', 'evt_a2']);
+    for (const c of [first!, ...rest]) expect((await repoA.finish(c, { ...success, attempt: 1 }, new Date()))?.status).toBe('SUCCESS');
+    expect(await repoA.claimDue(new Date(), 30_000, [])).toBeUndefined();
+    expect(await repoA.nextDueAt(new Date(), [])).toBeUndefined();
+    expect(await db.collection('delivery_queue').countDocuments({})).toBe(0);
+  });
+
+  it('retries a delivery whose worker crashed once the lease lapses, first, and the lost claim records nothing', async () => {
+    await createPending(repoA, 'wh_c', 'evt_c1');
+    const crashed = await repoA.claimDue(new Date(), 400, []);
+    expect(crashed?.record.eventId).toBe('evt_c1');
+    // Leased: nobody else gets it meanwhile, and the worker learns when to look again.
+    expect(await repoB.claimDue(new Date(), 30_000, [])).toBeUndefined();
+    expect((await repoB.nextDueAt(new Date(), []))?.getTime()).toBeGreaterThan(Date.now());
+    // A delivery that falls due meanwhile waits behind it: the crashed one keeps its place, most overdue first.
+    await createPending(repoA, 'wh_c', 'evt_c2');
+    await sleep(500);
+    const again = await repoB.claimDue(new Date(), 30_000, []);
+    expect(again?.record.id).toBe(crashed!.record.id);
+    const next = await repoB.claimDue(new Date(), 30_000, []);
+    expect(next?.record.eventId).toBe('evt_c2');
+    await repoB.finish(next!, { ...success, attempt: 1 }, new Date());
+    expect(await repoA.finish(crashed!, { ...success, attempt: 1 }, new Date())).toBeUndefined();
+    expect((await repoB.finish(again!, { ...success, attempt: 1 }, new Date()))?.status).toBe('SUCCESS');
+    expect(await repoA.claimDue(new Date(), 30_000, [])).toBeUndefined();
+  });
+
+  it('schedules retries, holds parked deliveries until activation, and requeues pending ones that lost their entry', async () => {
+    await createPending(repoA, 'wh_d', 'evt_d1');
+    const c1 = await repoA.claimDue(new Date(), 30_000, []);
+    await repoA.finish(c1!, { ...success, status: 'PENDING', attempt: 1, nextAttemptAt: new Date(Date.now() + 300), lastError: 'receiver answered 500', responseStatus: 500 }, new Date());
+    expect(await repoA.claimDue(new Date(), 30_000, [])).toBeUndefined();
+    await sleep(350);
+    const c2 = await repoA.claimDue(new Date(), 30_000, []);
+    expect(c2?.record).toMatchObject({ id: c1!.record.id, attempt: 1 });
+    await repoA.park(c2!);
+    expect(await repoA.claimDue(new Date(), 30_000, [])).toBeUndefined();
+    expect(await repoA.unpark('wh_d')).toBe(1);
+    const c3 = await repoA.claimDue(new Date(), 30_000, []);
+    expect(c3?.record.id).toBe(c1!.record.id);
+    await repoA.release(c3!);
+
+    // A crash between the two writes (or records from before the queue): the repair pass queues it again.
+    await db.collection('delivery_queue').deleteMany({});
+    expect(await repoA.claimDue(new Date(), 30_000, [])).toBeUndefined();
+    expect(await repoA.repairQueue(new Date())).toBe(1);
+    expect(await repoA.repairQueue(new Date())).toBe(0);
+    const c4 = await repoA.claimDue(new Date(), 30_000, []);
+    expect(c4?.record.id).toBe(c1!.record.id);
+    await repoA.finish(c4!, { ...success, attempt: 2 }, new Date());
+
+    // Deleting the webhook cancels what it has queued.
+    await createPending(repoA, 'wh_d', 'evt_d2');
+    expect(await repoA.cancelPending('wh_d', 'cancelled: webhook deleted', new Date())).toBe(1);
+    expect(await repoA.claimDue(new Date(), 30_000, [])).toBeUndefined();
+  });
+
+  it('two replicas claiming at once never attempt one delivery twice, and every delivery ends once', async () => {
+    const N = 30;
+    for (let i = 0; i < N; i++) await createPending(raceA, `wh_r${i % 3}`, `evt_r${i}`);
+    const attempts = new Map<string, number>();
+    const inflight = new Set<string>();
+    const overlaps: string[] = [];
+    const ids = new Map<string, string>();
+    async function replica(repo: DeliveriesRepository): Promise<void> {
+      for (let idle = 0; idle < 20;) {
+        const c = await repo.claimDue(new Date(), 30_000, []);
+        if (!c) {
+          idle++;
+          await sleep(50);
+          continue;
+        }
+        idle = 0;
+        if (inflight.has(c.record.id)) overlaps.push(c.record.id);
+        inflight.add(c.record.id);
+        ids.set(c.record.id, c.record.webhookId);
+        const n = (attempts.get(c.record.eventId) ?? 0) + 1;
+        attempts.set(c.record.eventId, n);
+        await sleep(5);
+        inflight.delete(c.record.id);
+        // The first attempt of each fails and is retried shortly; the second succeeds.
+        const result = n === 1
+          ? { ...success, status: 'PENDING' as const, attempt: 1, nextAttemptAt: new Date(Date.now() + 100), lastError: 'receiver answered 500', responseStatus: 500 }
+          : { ...success, attempt: 2 };
+        expect(await repo.finish(c, result, new Date())).toBeDefined();
+      }
+    }
+    await Promise.all([replica(raceA), replica(raceB)]);
+    expect(overlaps).toEqual([]);
+    expect(attempts.size).toBe(N);
+    expect([...attempts.values()].every((n) => n === 2)).toBe(true);
+    for (const [id, webhookId] of ids) expect((await raceA.get('team_q', webhookId, id))?.status).toBe('SUCCESS');
+    expect(await mongoA.db(raceDbName).collection('delivery_queue').countDocuments({})).toBe(0);
+  });
+});
