@@ -181,13 +181,13 @@ describe('sending a campaign through the platform', () => {
     expect(page.status).toBe(200);
     expect(await page.text()).toContain(addresses[10]);
 
-    const mail2 = mails.find((m) => m.envelope.rcptTo.includes(addresses[11]!))!;
+    const mail2 = mails.find((m) => m.envelope.rcptTo.includes(addresses[12]!))!;
     const link2 = /List-Unsubscribe: <([^>]+)>/i.exec(unfold(mail2))?.[1];
     const post = await fetch(link2!, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'List-Unsubscribe=One-Click' });
     expect(post.status).toBe(200);
 
-    for (const address of [addresses[10]!, addresses[11]!]) {
-      const contact = ((await api('GET', `/v1/contactBooks/${book}/contacts?emails=${address}`, { token: s.token })).body as { subscribed: boolean }[])[0];
+    for (const address of [addresses[10]!, addresses[12]!]) {
+      const contact = ((await api('GET', `/v1/contactBooks/${book}/contacts?emails=${encodeURIComponent(address)}`, { token: s.token })).body as { subscribed: boolean }[])[0];
       expect(contact?.subscribed).toBe(false);
       await until(async () => {
         const sup = (await api('GET', `/v1/suppressions?search=${encodeURIComponent(address)}`, { token: s.token })).body as { suppressions: { reason: string }[] };
