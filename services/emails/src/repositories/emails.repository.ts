@@ -29,7 +29,8 @@ export interface RecipientSets {
 
 export type SendState = 'PENDING' | 'DONE';
 
-export interface EmailRecord {
+/** Who sends what to whom: the fields a stored email and a new one share. */
+export interface EmailAddressing {
   readonly id: string;
   readonly teamId: string;
   readonly domainId: string;
@@ -41,6 +42,9 @@ export interface EmailRecord {
   readonly bcc: readonly string[];
   readonly replyTo: readonly string[];
   readonly subject: string;
+}
+
+export interface EmailRecord extends EmailAddressing {
   /** Bodies and custom headers live in their own document: present only on reads that ask for them. */
   readonly content?: EmailContent | undefined;
   readonly hasAttachments: boolean;
@@ -141,18 +145,7 @@ interface AttachmentsDoc {
 }
 
 /** A new email as the accept path builds it. */
-export interface NewEmail {
-  readonly id: string;
-  readonly teamId: string;
-  readonly domainId: string;
-  readonly from: string;
-  readonly fromAddress: string;
-  readonly to: readonly string[];
-  readonly toAddresses: readonly string[];
-  readonly cc: readonly string[];
-  readonly bcc: readonly string[];
-  readonly replyTo: readonly string[];
-  readonly subject: string;
+export interface NewEmail extends EmailAddressing {
   readonly html?: string | undefined;
   readonly text?: string | undefined;
   readonly headers: readonly (readonly [string, string])[];
