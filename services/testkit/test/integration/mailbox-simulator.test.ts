@@ -291,7 +291,8 @@ describe('mailbox simulator settings', () => {
       await new Promise((r) => setTimeout(r, 100));
       late = await startInboundSmtpServer({ port, host: '127.0.0.1', bounceDomain, secret, logger, onReport: async (id) => void got.push(id) });
       await expect.poll(() => got, { timeout: 5000 }).toEqual([email.emailId]);
-      expect(t.events).toEqual([expect.objectContaining({ type: 'report-sent', kind: 'dsn' })]);
+      // The listener has the report before the sink has recorded its answer: wait for that record too.
+      await expect.poll(() => t.events, { timeout: 5000 }).toEqual([expect.objectContaining({ type: 'report-sent', kind: 'dsn' })]);
       expect((t.events[0] as { attempts: number }).attempts).toBeGreaterThan(1);
     } finally {
       await t.close();
@@ -304,7 +305,7 @@ describe('mailbox simulator settings', () => {
     const t = await tempSink({ reportTarget: `127.0.0.1:${port}`, reportDelayMs: 0, reportRetryDelaysMs: [50, 50] });
     try {
       await send(t.sink.port, newEmail().returnPath, ['leo@example.com']);
-      await expect.poll(() => t.events).toEqual([expect.objectContaining({ type: 'report-failed', kind: 'dsn', attempts: 3 })]);
+      await expect.poll(() => t.events, { timeout: 5000 }).toEqual([expect.objectContaining({ type: 'report-failed', kind: 'dsn', attempts: 3 })]);
     } finally {
       await t.close();
     }
