@@ -44,7 +44,10 @@ export interface SendQueueRepository {
   ensureIndexes(): Promise<void>;
   /** Adds entries; ids already queued are left as they are. */
   enqueue(entries: readonly { emailId: string; due: Date }[], now: Date): Promise<void>;
-  /** Atomically takes the entry due first that nobody holds. */
+  /**
+   * Atomically takes an entry that is due and that nobody holds, from the
+   * oldest due ones (a look at the queue serves several claims).
+   */
   claim(owner: string, now: Date, leaseMs: number): Promise<QueueEntry | undefined>;
   /** Sets when to look again and frees the entry (recreates a missing one); `uncount` gives an attempt back. */
   reschedule(emailId: string, due: Date, opts?: { uncount?: boolean }): Promise<void>;
@@ -55,9 +58,44 @@ export interface SendQueueRepository {
 
 export const CHANGE_OWNER = 'change';
 const EPOCH = new Date(0);
+/** How many due entries one look at the queue returns. */
+const CANDIDATES = 64;
+/** A look older than this is taken again, so an entry that fell due since is not passed over for long. */
+const CANDIDATES_MAX_AGE_MS = 1_000;
+
+/**
+ * Every entry of a look is due, so their order matters less than two replicas
+ * that looked at once not trying the same ids in the same order.
+ */
+function shuffled<T>(items: T[]): T[] {
+  for (let i = items.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [items[i], items[j]] = [items[j] as T, items[i] as T];
+  }
+  return items;
+}
 
 export function createSendQueueRepository(db: Db): SendQueueRepository {
   const col: Collection<QueueDoc> = db.collection<QueueDoc>('send_queue');
+  /**
+   * Ids that were due and free at the last look, oldest due first. One sorted
+   * scan of the queue serves up to CANDIDATES claims, each then a plain _id
+   * update; the slots of this worker share it, and a refill is shared too.
+   */
+  const candidates: { ids: string[]; at: number } = { ids: [], at: 0 };
+  let refilling: Promise<void> | undefined;
+  function refill(now: Date): Promise<void> {
+    refilling ??= (async () => {
+      try {
+        const docs = await col.find({ due: { $lte: now }, leaseUntil: { $lte: now } }, { projection: { _id: 1 }, sort: { due: 1 }, limit: CANDIDATES }).toArray();
+        candidates.ids = shuffled(docs.map((d) => d._id));
+        candidates.at = now.getTime();
+      } finally {
+        refilling = undefined;
+      }
+    })();
+    return refilling;
+  }
   return {
     async ensureIndexes() {
       await col.createIndex({ due: 1 }, { name: 'due' });
@@ -74,16 +112,27 @@ export function createSendQueueRepository(db: Db): SendQueueRepository {
     },
     async claim(owner, now, leaseMs) {
       const leaseUntil = new Date(now.getTime() + leaseMs);
-      const before = await col.findOneAndUpdate(
-        { due: { $lte: now }, leaseUntil: { $lte: now } },
-        { $set: { leaseUntil, leaseOwner: owner }, $inc: { attempts: 1 } },
-        { sort: { due: 1 }, returnDocument: 'before' },
-      );
-      if (!before) return undefined;
-      return {
-        emailId: before._id, due: before.due, createdAt: before.createdAt, attempt: (before.attempts ?? 0) + 1, leaseUntil,
-        previousOwner: before.leaseOwner && before.leaseOwner !== CHANGE_OWNER ? before.leaseOwner : undefined,
-      };
+      for (let fresh = false; ;) {
+        if (candidates.ids.length === 0 || now.getTime() - candidates.at >= CANDIDATES_MAX_AGE_MS) {
+          await refill(now);
+          fresh = true;
+        }
+        const id = candidates.ids.shift();
+        if (id === undefined) return undefined;
+        // A plain _id lookup (the index); another worker may have taken it since the refill.
+        const before = await col.findOneAndUpdate(
+          { _id: id, due: { $lte: now }, leaseUntil: { $lte: now } },
+          { $set: { leaseUntil, leaseOwner: owner }, $inc: { attempts: 1 } },
+          { returnDocument: 'before' },
+        );
+        if (before) {
+          return {
+            emailId: before._id, due: before.due, createdAt: before.createdAt, attempt: (before.attempts ?? 0) + 1, leaseUntil,
+            previousOwner: before.leaseOwner && before.leaseOwner !== CHANGE_OWNER ? before.leaseOwner : undefined,
+          };
+        }
+        if (fresh && candidates.ids.length === 0) return undefined;
+      }
     },
     async reschedule(emailId, due, opts = {}) {
       await col.updateOne(
