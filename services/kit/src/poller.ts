@@ -20,6 +20,8 @@ export function createPoller(opts: {
   intervalMs: number;
   /** Delay before the next pass, e.g. until the next due item; errors fall back to intervalMs. */
   nextDelayMs?: () => Promise<number>;
+  /** Delay after a failed pass (default intervalMs), e.g. to retry sooner than a slow interval. */
+  retryMs?: number;
 }): Poller {
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
@@ -37,8 +39,10 @@ export function createPoller(opts: {
       again = true;
       return;
     }
+    let failed = false;
     running = opts.pass()
       .then(() => undefined, (err: unknown) => {
+        failed = true;
         opts.logger.warn({ err }, `${opts.name} pass failed; will retry`);
       })
       .finally(() => {
@@ -46,6 +50,8 @@ export function createPoller(opts: {
         if (again) {
           again = false;
           schedule(0);
+        } else if (failed) {
+          schedule(opts.retryMs ?? opts.intervalMs);
         } else if (!stopped) {
           const next = opts.nextDelayMs?.() ?? Promise.resolve(opts.intervalMs);
           void next.then(schedule, () => schedule(opts.intervalMs));

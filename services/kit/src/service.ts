@@ -35,6 +35,11 @@ export function baseServiceConfigSpec(name: ServiceName) {
     /** Time between NOT_SERVING and closing, so load balancers stop routing first (Kubernetes). */
     shutdownDelayMs: int('SHUTDOWN_DELAY_MS', 0, 0),
     grpcReflection: bool('GRPC_REFLECTION', true),
+    /**
+     * The outbox relay's safety-net pass over its collections. Writes kick a pass straight away; this
+     * one finds what a process that died before its kick left (a whole-collection scan on FerretDB).
+     */
+    outboxScanIntervalMs: int('OUTBOX_SCAN_INTERVAL_MS', 5_000, 100),
   };
 }
 export type BaseServiceConfig = ConfigOf<ReturnType<typeof baseServiceConfigSpec>>;
@@ -100,7 +105,7 @@ export async function startService(opts: {
 
   const infra: ServiceInfra = { logger, metrics, mongo, nats, lifecycle };
   const parts = await opts.build(infra);
-  const relay = createOutboxRelay({ nats, collections: parts.outboxCollections ?? [], logger, metrics });
+  const relay = createOutboxRelay({ nats, collections: parts.outboxCollections ?? [], logger, metrics, intervalMs: config.outboxScanIntervalMs });
   parts.onRelay?.(relay);
 
   const grpc = await createGrpcServer({

@@ -136,7 +136,8 @@ export function createOutboxRelay(opts: OutboxRelayOptions): OutboxRelay {
     return total;
   }
 
-  const poller = createPoller({ name: 'outbox relay', pass: drainOnce, logger: opts.logger, intervalMs });
+  // A failed pass (NATS away) is tried again within a second, whatever the safety-net interval.
+  const poller = createPoller({ name: 'outbox relay', pass: drainOnce, logger: opts.logger, intervalMs, retryMs: Math.min(intervalMs, 1_000) });
 
   return {
     start: () => poller.start(),
