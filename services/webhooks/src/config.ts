@@ -27,6 +27,11 @@ export function webhooksConfigSpec() {
     claimLeaseMs: int('WEBHOOK_CLAIM_LEASE_MS', 60_000, 1_000),
     /** How often the worker looks for due deliveries when nothing woke it (new events wake it at once). */
     pollIntervalMs: int('WEBHOOK_POLL_INTERVAL_MS', 1_000, 10),
+    /**
+     * Longest a replica keeps a team's list of ACTIVE webhooks in memory for the fan-out. Changes reach every
+     * replica at once over NATS; this bounds a missed note.
+     */
+    subscriptionCacheTtlMs: int('WEBHOOK_SUBSCRIPTION_CACHE_TTL_MS', 30_000, 0, 3_600_000),
     /** Deliveries older than this are deleted by the sweeper. */
     deliveryRetentionDays: int('WEBHOOK_DELIVERY_RETENTION_DAYS', 30, 1),
     /** How often the sweeper runs. */

@@ -4,6 +4,7 @@ import { createEndpointClient, type Resolver } from './clients/endpoint.client.j
 import { retryPolicyOf, type WebhooksConfig } from './config.js';
 import { createFanoutConsumer } from './events/fanout.consumer.js';
 import { createDeliveriesRepository } from './repositories/deliveries.repository.js';
+import { connectSubscriptionCache, withSubscriptionCache } from './repositories/subscription-cache.js';
 import { createWebhooksRepository } from './repositories/webhooks.repository.js';
 import { createWebhooksHandlers } from './rpc/webhooks.rpc.js';
 import { createDeliverer } from './workers/deliverer.js';
@@ -27,9 +28,13 @@ export async function createWebhooksServer(deps: {
 }): Promise<ServiceParts> {
   const { config, infra } = deps;
   const { logger, metrics, nats } = infra;
-  const webhooks = createWebhooksRepository(infra.mongo.db);
+  const stored = createWebhooksRepository(infra.mongo.db);
   const deliveries = createDeliveriesRepository(infra.mongo.db);
-  await Promise.all([webhooks.ensureIndexes(), deliveries.ensureIndexes()]);
+  await Promise.all([stored.ensureIndexes(), deliveries.ensureIndexes()]);
+  // The fan-out asks which webhooks an event goes to once per event: from memory, kept current across replicas.
+  const changes = connectSubscriptionCache(nats, logger);
+  const webhooks = withSubscriptionCache(stored, { ttlMs: config.subscriptionCacheTtlMs, broadcast: changes.broadcast });
+  const detach = changes.attach(webhooks);
 
   const endpoint = createEndpointClient({
     allowPrivateNetworks: config.allowPrivateNetworks,
@@ -85,6 +90,7 @@ export async function createWebhooksServer(deps: {
     workers: [
       { name: 'delivery worker', stop: () => worker.stop() },
       { name: 'delivery sweeper', stop: async () => clearInterval(sweeper) },
+      { name: 'subscription cache', stop: async () => detach() },
     ],
   };
 }

@@ -61,6 +61,8 @@ export interface WebhooksRepository {
   delete(teamId: string, id: string): Promise<WebhookRecord | undefined>;
   /** ACTIVE webhooks of the team subscribed to `type` that existed when the event happened. */
   subscribed(teamId: string, type: string, eventCreatedAt: Date): Promise<WebhookRecord[]>;
+  /** Every ACTIVE webhook of the team, whatever it subscribes to. */
+  active(teamId: string): Promise<WebhookRecord[]>;
   recordSuccess(teamId: string, id: string, at: Date): Promise<void>;
   /**
    * A failed attempt: lastFailureAt moves; when `eventFailed` (the event
@@ -125,6 +127,10 @@ export function createWebhooksRepository(db: Db): WebhooksRepository {
     async subscribed(teamId, type, eventCreatedAt) {
       const docs = await col.find({ teamId, status: 'ACTIVE', eventTypes: type, createdAt: { $lte: eventCreatedAt } } as Filter<WebhookDoc>).toArray();
       return docs.map(toRecord);
+    },
+
+    async active(teamId) {
+      return (await col.find({ teamId, status: 'ACTIVE' }).toArray()).map(toRecord);
     },
 
     async recordSuccess(teamId, id, at) {

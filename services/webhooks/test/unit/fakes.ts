@@ -57,6 +57,9 @@ export function fakeWebhooks(): WebhooksRepository & { rows: Map<string, Mutable
       return [...rows.values()].filter((w) => w.teamId === teamId && w.status === 'ACTIVE' && w.eventTypes.includes(type) && w.createdAt <= at)
         .map((w) => ({ ...w }));
     },
+    async active(teamId) {
+      return [...rows.values()].filter((w) => w.teamId === teamId && w.status === 'ACTIVE').map((w) => ({ ...w }));
+    },
     async recordSuccess(teamId, id, at) {
       const w = of(teamId, id);
       if (w) {
