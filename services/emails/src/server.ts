@@ -64,6 +64,7 @@ export async function createEmailsServer(deps: { config: EmailsConfig; infra: Se
   // keeps a SQLite connection per statement of a bulk command until it ends (pool of 100).
   const publisher = createOutboxPublisher({ collection: emails.collection, nats: infra.nats, logger: logger.child({ component: 'outbox' }), metrics: infra.metrics });
   repoHooks.onEvents = (ids) => publisher.hint(ids);
+  repoHooks.onWritten = (id, outbox) => publisher.hintWritten(id, outbox);
   repoHooks.isPublished = (eventId) => publisher.isPublished(eventId);
   const outbox = createOutboxRelay({
     nats: infra.nats, collections: [emails.collection], logger: logger.child({ component: 'outbox' }),

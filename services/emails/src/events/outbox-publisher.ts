@@ -3,8 +3,9 @@ import type { AnyBulkWriteOperation, Collection, Document } from 'mongodb';
 
 /**
  * The fast path of the emails outbox. Every write of this process that
- * carries events names the email it wrote; this publisher reads exactly those
- * documents (by id) soon after and publishes their outbox entries. No
+ * carries events names the email it wrote; this publisher publishes their
+ * outbox entries soon after: as the write left them when it knows (an
+ * update compared and set on the email's version), else read by id. No
  * collection scan: on FerretDB (no index use for the relay's `outbox.0
  * exists` filter) a scan of every email per second per replica was the
  * largest load of the whole send path. The relay's pass over the collection
@@ -22,8 +23,13 @@ import type { AnyBulkWriteOperation, Collection, Document } from 'mongodb';
  * the event id), so this and the safety net need no coordination.
  */
 export interface OutboxPublisher {
-  /** These emails have just been written with events. */
+  /** These emails have just been written with events (read again to find them). */
   hint(ids: Iterable<string>): void;
+  /**
+   * This email was just written and its outbox is now exactly `outbox` (a
+   * compare-and-set update knows it): published without reading it again.
+   */
+  hintWritten(id: string, outbox: readonly OutboxEntry[]): void;
   /** Whether this process published the entry and it may be dropped with the email's next write. */
   isPublished(eventId: string): boolean;
   start(): void;
@@ -46,7 +52,8 @@ export function createOutboxPublisher(opts: {
   /** How long a published entry waits for the email's next write to take it away. */
   removeAfterMs?: number;
 }): OutboxPublisher {
-  const pending = new Set<string>();
+  /** Email id -> its outbox as written, or undefined to read it. */
+  const pending = new Map<string, readonly OutboxEntry[] | undefined>();
   const delay = opts.delayMs ?? 100;
   const removeAfterMs = opts.removeAfterMs ?? 3_000;
   /** Published entry id -> email id. */
@@ -70,10 +77,12 @@ export function createOutboxPublisher(opts: {
     scheduleRemovals();
   }
 
-  async function round(ids: string[]): Promise<void> {
-    // One read per id, not `_id: {$in}`: FerretDB uses the primary key only for plain equality and would
-    // scan the whole collection for the $in.
-    const docs = (await Promise.all(ids.map((id) => opts.collection.findOne({ _id: id } as Document, { projection: { _id: 1, outbox: 1 } }))))
+  async function round(batch: [string, readonly OutboxEntry[] | undefined][]): Promise<void> {
+    // One read per id that came without its outbox, not `_id: {$in}`: FerretDB uses the primary key only
+    // for plain equality and would scan the whole collection for the $in.
+    const docs = (await Promise.all(batch.map(([id, outbox]) => (outbox
+      ? { _id: id, outbox }
+      : opts.collection.findOne({ _id: id } as Document, { projection: { _id: 1, outbox: 1 } })))))
       .filter((d) => d !== null);
     for (const doc of docs) {
       const entries = ((doc.outbox ?? []) as OutboxEntry[]).filter((e) => !published.has(e.id));
@@ -92,13 +101,13 @@ export function createOutboxPublisher(opts: {
 
   async function drain(): Promise<void> {
     while (pending.size > 0) {
-      const ids = [...pending].slice(0, BATCH);
-      for (const id of ids) pending.delete(id);
+      const batch = [...pending].slice(0, BATCH);
+      for (const [id] of batch) pending.delete(id);
       try {
-        await round(ids);
+        await round(batch);
       } catch (err) {
         // Left in the outbox: the relay's pass publishes them.
-        opts.logger.warn({ err, count: ids.length }, 'publishing email events failed; the outbox relay will retry');
+        opts.logger.warn({ err, count: batch.length }, 'publishing email events failed; the outbox relay will retry');
         return;
       }
     }
@@ -148,7 +157,12 @@ export function createOutboxPublisher(opts: {
 
   return {
     hint(ids) {
-      for (const id of ids) pending.add(id);
+      for (const id of ids) pending.set(id, undefined);
+      schedule();
+    },
+    hintWritten(id, outbox) {
+      // A read asked for already covers it (it sees this write or a later one).
+      if (!pending.has(id) || pending.get(id) !== undefined) pending.set(id, outbox);
       schedule();
     },
     isPublished(eventId) {

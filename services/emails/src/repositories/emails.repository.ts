@@ -254,6 +254,8 @@ const LIST_PROJECTION = { outbox: 0, events: 0, reportKeys: 0 } as const;
 export interface EmailsRepositoryHooks {
   /** These emails were just written with events to publish. */
   onEvents?: (emailIds: readonly string[]) => void;
+  /** This email was just written with events, and its outbox is now exactly `outbox`. */
+  onWritten?: (emailId: string, outbox: readonly OutboxEntry[]) => void;
   /** Whether this process already published an outbox entry (a write then drops it instead of a separate removal). */
   isPublished?: (eventId: string) => boolean;
 }
@@ -417,7 +419,7 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
         }
         const res = await col.updateOne({ _id: id, version: current.version, ...NOT_DELETED } as Filter<EmailDoc>, write);
         if (res.matchedCount === 1) {
-          if (events.length > 0) hooks.onEvents?.([id]);
+          if (events.length > 0) hooks.onWritten?.(id, outbox);
           const record = applyLocally(current, { set, unset: m.unset ?? [], stored, reportKey: m.addReportKey, incTracking: m.incTracking === true });
           return { applied: true, record: { ...record, outbox }, events };
         }

@@ -1,0 +1,76 @@
+import { randomBytes } from 'node:crypto';
+import {
+  connectMongo, connectNats, createDurableConsumer, createEvent, createLogger, ensureEventStream, outboxEntries, type DurableConsumer,
+  type MongoHandle, type NatsHandle,
+} from '@mailfleet/kit';
+import { isolatedNats, stopNats, testMongoUrl, uniqueDbName } from '@mailfleet/testkit';
+import type { Collection, Document } from 'mongodb';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createOutboxPublisher } from '../../src/events/outbox-publisher.js';
+
+// The emails outbox's fast path on FerretDB and NATS: what a write hands over is published as handed
+// (no read), what is only named is read by id, and published entries leave the email.
+const logger = createLogger({ service: 'emails-publisher-test', level: 'silent' });
+const dbName = uniqueDbName('emails_publisher');
+let natsInstance: string;
+let mongo: MongoHandle;
+let nats: NatsHandle;
+let emails: Collection<Document>;
+let consumer: DurableConsumer;
+const received: string[] = [];
+const group = `pub${randomBytes(4).toString('hex')}`;
+
+beforeAll(async () => {
+  const n = await isolatedNats();
+  natsInstance = n.instance;
+  mongo = await connectMongo({ url: testMongoUrl(), dbName, appName: 'emails-publisher-test' });
+  nats = await connectNats({ url: n.url, name: 'emails-publisher-test', logger });
+  await ensureEventStream(nats.jsm);
+  emails = mongo.db.collection('emails');
+  consumer = createDurableConsumer({
+    nats, logger, durable: `${group}-reader`, filterSubjects: [`mailfleet.${group}.>`],
+    handler: async (event) => {
+      received.push(event.id);
+    },
+  });
+  await consumer.start();
+});
+
+afterAll(async () => {
+  await consumer?.stop();
+  await nats?.drain();
+  await mongo?.db.dropDatabase();
+  await mongo?.close();
+  await stopNats({ instance: natsInstance }).catch(() => undefined);
+});
+
+const entriesOf = (n: number) => outboxEntries(Array.from({ length: n }, (_, i) => createEvent(`${group}.happened`, 'team_p', { i })));
+
+describe('the emails outbox publisher', () => {
+  it('publishes a handed-over outbox without reading it, a named email by reading it, then removes what it published', async () => {
+    const publisher = createOutboxPublisher({ collection: emails, nats, logger, delayMs: 20, removeAfterMs: 200 });
+    publisher.start();
+    try {
+      // Written with two events; the write hands its outbox over.
+      const written = entriesOf(2);
+      await emails.insertOne({ _id: 'em_written', outbox: written });
+      // Only named: read back by id.
+      const named = entriesOf(1);
+      await emails.insertOne({ _id: 'em_named', outbox: named });
+      // Handed over but not in the database: nothing reads it, so it is published all the same.
+      const handedOnly = entriesOf(1);
+
+      publisher.hintWritten('em_written', written);
+      publisher.hint(['em_named']);
+      publisher.hintWritten('em_absent', handedOnly);
+      const all = [...written, ...named, ...handedOnly].map((e) => e.id);
+      await expect.poll(() => [...received].sort(), { timeout: 10_000 }).toEqual([...all].sort());
+      expect(all.every((id) => publisher.isPublished(id))).toBe(true);
+
+      // Published entries leave the emails (no later write of theirs came to take them along).
+      await expect.poll(async () => (await emails.find({ 'outbox.0': { $exists: true } }).toArray()).length, { timeout: 10_000 }).toBe(0);
+    } finally {
+      await publisher.stop();
+    }
+  });
+});
