@@ -14,3 +14,4 @@ export * from './nats/consumer.js';
 export * from './nats/outbox.js';
 export * from './ids.js';
 export * from './poller.js';
+export * from './count-once.js';

@@ -1,8 +1,5 @@
-import { isDuplicateKeyError } from '@mailfleet/kit';
-import type { Collection, Db, Document, Filter } from 'mongodb';
-import {
-  DEFAULT_LEASE_MS, DEFAULT_MARGIN_MS, decideOnExistingMark, mayApply,
-} from '../domain/count-once.js';
+import { createCountOnce, type CountClaim, type CountOutcome, type KeyedDoc } from '@mailfleet/kit';
+import type { Collection, Db, Filter } from 'mongodb';
 import { METRICS, zeroCounts, type Counts, type EmailKind, type Metric } from '../domain/counts.js';
 import type { Day, DayRange } from '../domain/days.js';
 
@@ -15,7 +12,7 @@ export interface RollupKey {
   readonly kind: EmailKind;
 }
 
-/** Daily counters; `pending` holds the tokens of countings in flight (see domain/count-once.ts). */
+/** Daily counters; `pending` holds the marks of countings in flight (see the kit's count-once.ts). */
 interface RollupDoc extends Partial<Counts> {
   _id: string;
   teamId: string;
@@ -39,15 +36,6 @@ interface MarkDoc {
   doneAt?: Date;
 }
 
-/** A counting could not go on now (another delivery of the same event holds it, or the lease is nearly over); the event is retried. */
-export class CountingBusyError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'CountingBusyError';
-  }
-}
-
-export type CountOutcome = 'counted' | 'already counted';
 
 export interface CountInput {
   readonly teamId: string;
@@ -57,12 +45,8 @@ export interface CountInput {
   readonly rollup: RollupKey;
 }
 
-/** A claim held by the caller: apply and finish with it. */
-export interface Claim {
-  readonly markId: string;
-  readonly rollupId: string;
-  readonly until: Date;
-}
+/** A claim held by the caller: apply and finish with it (`target` is the rollup id). */
+export type Claim = CountClaim;
 
 export type GroupBy = 'day' | 'kind' | 'domainId';
 
@@ -107,72 +91,24 @@ export function markIdOf(teamId: string, emailId: string, metric: Metric): strin
 export function createRollupsRepository(db: Db, opts: { leaseMs?: number; marginMs?: number; now?: () => Date } = {}): RollupsRepository {
   const rollups: Collection<RollupDoc> = db.collection<RollupDoc>('daily_rollups');
   const marks: Collection<MarkDoc> = db.collection<MarkDoc>('count_marks');
-  const leaseMs = opts.leaseMs ?? DEFAULT_LEASE_MS;
-  const marginMs = Math.min(opts.marginMs ?? DEFAULT_MARGIN_MS, leaseMs);
   const now = opts.now ?? (() => new Date());
 
-  async function unpend(rollupId: string, token: string): Promise<void> {
-    await rollups.updateOne({ _id: rollupId }, { $pullAll: { pending: [token] } });
+  const counting = createCountOnce({
+    marks: marks as unknown as Collection<KeyedDoc>, targets: rollups as unknown as Collection<KeyedDoc>,
+    targetField: 'rollupId', upsert: true, ...(opts.leaseMs !== undefined ? { leaseMs: opts.leaseMs } : {}),
+    ...(opts.marginMs !== undefined ? { marginMs: opts.marginMs } : {}), now,
+  });
+
+  function claimInput(input: CountInput) {
+    return {
+      markId: markIdOf(input.teamId, input.emailId, input.metric), eventId: input.eventId, target: rollupIdOf(input.rollup),
+      markFields: { teamId: input.teamId, emailId: input.emailId, metric: input.metric },
+    };
   }
 
-  async function claim(input: CountInput): Promise<Claim | undefined> {
-    const markId = markIdOf(input.teamId, input.emailId, input.metric);
-    const rollupId = rollupIdOf(input.rollup);
-    const at = now();
-    const until = new Date(at.getTime() + leaseMs);
-    try {
-      await marks.insertOne({
-        _id: markId, teamId: input.teamId, emailId: input.emailId, metric: input.metric, eventId: input.eventId, rollupId,
-        pending: true, until, createdAt: at,
-      });
-      return { markId, rollupId, until };
-    } catch (err) {
-      if (!isDuplicateKeyError(err)) throw err;
-    }
-    const mark = await marks.findOne({ _id: markId });
-    if (!mark) throw new CountingBusyError('count mark vanished while being read');
-    const decision = decideOnExistingMark(mark, input.eventId, at);
-    switch (decision.action) {
-      case 'unpend':
-        await unpend(mark.rollupId, markId);
-        return undefined;
-      case 'skip':
-        return undefined;
-      case 'retry':
-        throw new CountingBusyError('this event is being counted by another delivery');
-      case 'take-over': {
-        // The rollup stays the one the first claim chose, whichever event takes over.
-        const res = await marks.updateOne({ _id: markId, pending: true, until: mark.until }, { $set: { until } });
-        if (res.modifiedCount !== 1) throw new CountingBusyError('another delivery took the counting over first');
-        return { markId, rollupId: mark.rollupId, until };
-      }
-    }
-  }
-
-  async function apply(c: Claim, metric: Metric): Promise<void> {
-    if (!mayApply(c.until, now(), marginMs)) throw new CountingBusyError('lease nearly over before the counter was applied');
-    const key = rollupKeyOf(c.rollupId);
-    const update = {
-      $inc: { [metric]: 1 },
-      $push: { pending: c.markId },
-      $setOnInsert: { teamId: key.teamId, day: key.day, domainId: key.domainId, kind: key.kind },
-    } as Document;
-    const filter: Filter<RollupDoc> = { _id: c.rollupId, pending: { $ne: c.markId } };
-    try {
-      await rollups.updateOne(filter, update, { upsert: true });
-      return;
-    } catch (err) {
-      // The rollup exists and holds the token already (applied before a crash), or two first
-      // countings of the day raced on the insert: retry without upsert to tell them apart.
-      if (!isDuplicateKeyError(err)) throw err;
-    }
-    await rollups.updateOne(filter, update);
-  }
-
-  async function finish(c: Claim): Promise<void> {
-    const res = await marks.updateOne({ _id: c.markId, pending: true, until: c.until }, { $set: { pending: false, doneAt: now() } });
-    // Lost the lease meanwhile: whoever took over finishes (its step 2 finds the token and adds nothing).
-    if (res.matchedCount === 1) await unpend(c.rollupId, c.markId);
+  function applyInput(target: string, metric: Metric) {
+    const key = rollupKeyOf(target);
+    return { inc: { [metric]: 1 }, setOnInsert: { teamId: key.teamId, day: key.day, domainId: key.domainId, kind: key.kind } };
   }
 
   return {
@@ -183,16 +119,12 @@ export function createRollupsRepository(db: Db, opts: { leaseMs?: number; margin
     },
 
     async countOnce(input) {
-      const c = await claim(input);
-      if (!c) return 'already counted';
-      await apply(c, input.metric);
-      await finish(c);
-      return 'counted';
+      return counting.count({ ...claimInput(input), ...applyInput(rollupIdOf(input.rollup), input.metric) });
     },
 
-    claim,
-    apply,
-    finish,
+    claim: (input) => counting.claim(claimInput(input)),
+    apply: (c, metric) => counting.apply(c, applyInput(c.target, metric)),
+    finish: (c) => counting.finish(c),
 
     async sum(query, groupBy, metrics = METRICS) {
       const match: Filter<RollupDoc> = { teamId: query.teamId };

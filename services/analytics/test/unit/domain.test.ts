@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { decideOnExistingMark, mayApply } from '../../src/domain/count-once.js';
 import { countsFrom, percent, reputationOf, statsOf, sumCounts, zeroCounts } from '../../src/domain/counts.js';
 import {
   addDays, dateRange, dayLabel, daysEndingWith, InvalidRangeError, isDay, monthStart, periodRange, utcDay,
@@ -108,32 +107,5 @@ describe('reading events', () => {
     expect(readDomainEvent({ ...base, type: 'domain.created', data: { id: 'dom_1', name: 'x.test' } })?.deleted).toBe(false);
     expect(readDomainEvent({ ...base, type: 'contact.created', data: {} })).toBeUndefined();
     expect(() => readDomainEvent({ ...base, type: 'domain.updated', data: { id: 'dom_1' } })).toThrow(/name/);
-  });
-});
-
-describe('count-once decisions', () => {
-  const now = new Date('2026-05-10T10:00:00Z');
-  const mark = (over: Partial<{ eventId: string; pending: boolean; until: Date }>) => ({
-    eventId: 'evt_a', rollupId: 'r', pending: true, until: new Date(now.getTime() + 10_000), ...over,
-  });
-
-  it('a finished counting only needs its token unpended, whichever event asks', () => {
-    expect(decideOnExistingMark(mark({ pending: false }), 'evt_a', now)).toEqual({ action: 'unpend' });
-    expect(decideOnExistingMark(mark({ pending: false }), 'evt_b', now)).toEqual({ action: 'unpend' });
-  });
-
-  it('a live claim: another event skips, the same event (a concurrent delivery) retries later', () => {
-    expect(decideOnExistingMark(mark({}), 'evt_b', now)).toEqual({ action: 'skip' });
-    expect(decideOnExistingMark(mark({}), 'evt_a', now)).toEqual({ action: 'retry' });
-  });
-
-  it('a claim whose lease ran out (its holder crashed) is taken over', () => {
-    expect(decideOnExistingMark(mark({ until: now }), 'evt_a', now)).toEqual({ action: 'take-over' });
-    expect(decideOnExistingMark(mark({ until: new Date(now.getTime() - 1) }), 'evt_b', now)).toEqual({ action: 'take-over' });
-  });
-
-  it('applies only while the margin of the lease is left', () => {
-    expect(mayApply(new Date(now.getTime() + 30_000), now, 30_000)).toBe(true);
-    expect(mayApply(new Date(now.getTime() + 29_999), now, 30_000)).toBe(false);
   });
 });
