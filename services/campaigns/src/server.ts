@@ -31,11 +31,11 @@ export async function createCampaignsServer(deps: { config: CampaignsConfig; inf
     pollMs: config.senderPollMs, leaseMs: config.batchLeaseMs, retryDelayMs: config.batchRetryDelayMs, windowUnitMs: config.batchWindowUnitMs,
   });
   const handlers = createCampaignsHandlers({
-    campaigns, once, upstreams, timeZone: config.scheduleTimeZone, signingKey: config.trackingSigningKey,
+    campaigns, upstreams, timeZone: config.scheduleTimeZone, signingKey: config.trackingSigningKey,
     kickSender: () => void sender.tick().catch((err: unknown) => infra.logger.warn({ err }, 'campaign sender pass failed')),
   });
   const consumer = createCountersConsumer({
-    nats: infra.nats, logger: infra.logger, metrics: infra.metrics, campaigns, once, retentionMs: config.processedEventRetentionMs,
+    nats: infra.nats, logger: infra.logger, metrics: infra.metrics, campaigns, retentionMs: config.processedEventRetentionMs,
   });
 
   const sweeper = setInterval(() => {

@@ -1,8 +1,10 @@
-import { isDuplicateKeyError } from '@mailfleet/kit';
+import { createCountOnce, type CountOutcome, type KeyedDoc } from '@mailfleet/kit';
 import type { Collection, Db, Filter, UpdateFilter } from 'mongodb';
 import type { Campaign, CampaignStatus, CounterName } from '../domain/campaign.js';
 
 const EPOCH = new Date(0);
+/** Keys of effects that happen once: the counters' count-once marks among them. */
+const ONCE_KEYS = 'once_keys';
 
 interface CampaignDoc {
   _id: string;
@@ -47,6 +49,8 @@ interface CampaignDoc {
   leaseOwner: string | null;
   leaseUntil: Date;
   totalCounted: boolean;
+  /** Count-once marks of countings in flight (see the kit's count-once.ts). */
+  pending?: string[];
 }
 
 /** What the batch sender needs of a claimed campaign. */
@@ -86,7 +90,12 @@ export interface CampaignsRepository {
   release(id: string, owner: string): Promise<void>;
   /** Frees a claim after a failure so that no replica takes the batch again before `until`. */
   backOff(id: string, owner: string, until: Date): Promise<void>;
-  incCounters(id: string, counters: readonly CounterName[], now: Date): Promise<void>;
+  /**
+   * Adds one to each counter exactly once per `key` (the kit's count-once protocol, marks in
+   * `once_keys`): a redelivered event, a second request or a crash anywhere in between neither
+   * loses nor repeats the count. A campaign that is gone counts nothing.
+   */
+  countOnce(input: CountOnceInput): Promise<CountOutcome>;
 }
 
 function toRecord(d: CampaignDoc): Campaign {
@@ -98,9 +107,31 @@ function toRecord(d: CampaignDoc): Campaign {
   };
 }
 
-export function createCampaignsRepository(db: Db): CampaignsRepository {
+export interface CountOnceInput {
+  /** The campaign. */
+  readonly id: string;
+  /** What makes the count happen once, e.g. `count:<campaign>:delivered:<email>`. */
+  readonly key: string;
+  /** The event (or request) doing the counting. */
+  readonly eventId: string;
+  readonly counters: readonly CounterName[];
+  readonly now: Date;
+  /** How long the key is kept (then swept). */
+  readonly retentionMs: number;
+}
+
+/** Lease and margin of a counting (tests shorten them to stage a crash). */
+export interface CountingOptions {
+  readonly leaseMs?: number;
+  readonly marginMs?: number;
+}
+
+export function createCampaignsRepository(db: Db, countingOptions: CountingOptions = {}): CampaignsRepository {
   const col: Collection<CampaignDoc> = db.collection<CampaignDoc>('campaigns');
   const leased = (id: string, owner: string): Filter<CampaignDoc> => ({ _id: id, leaseOwner: owner });
+  const counting = createCountOnce({
+    marks: db.collection<KeyedDoc>(ONCE_KEYS), targets: col as unknown as Collection<KeyedDoc>, ...countingOptions,
+  });
   return {
     async ensureIndexes() {
       await col.createIndex({ teamId: 1, createdAt: -1 }, { name: 'team_created' });
@@ -179,10 +210,13 @@ export function createCampaignsRepository(db: Db): CampaignsRepository {
     async backOff(id, owner, until) {
       await col.updateOne(leased(id, owner), { $set: { leaseOwner: null, leaseUntil: until } });
     },
-    async incCounters(id, counters, now) {
+    async countOnce({ id, key, eventId, counters, now, retentionMs }) {
       const inc: Partial<Record<CounterName, number>> = {};
       for (const c of counters) inc[c] = (inc[c] ?? 0) + 1;
-      await col.updateOne({ _id: id }, { $inc: inc, $set: { updatedAt: now } });
+      return counting.count({
+        markId: key, eventId, target: id, markFields: { at: now, expiresAt: new Date(now.getTime() + retentionMs) },
+        inc: inc as Record<string, number>, set: { updatedAt: now },
+      });
     },
   };
 }
@@ -193,28 +227,17 @@ interface OnceDoc {
   expiresAt: Date;
 }
 
-/** Keys of effects that must happen once (event ids, unique opens, unsubscribes per campaign and contact). */
+/** The keys of effects that happen once (written by countOnce): their index and the sweep of expired ones. */
 export interface OnceRepository {
   ensureIndexes(): Promise<void>;
-  /** true the first time a key is claimed, false after. */
-  claim(key: string, now: Date, retentionMs: number): Promise<boolean>;
   sweep(now: Date): Promise<number>;
 }
 
 export function createOnceRepository(db: Db): OnceRepository {
-  const col: Collection<OnceDoc> = db.collection<OnceDoc>('once_keys');
+  const col: Collection<OnceDoc> = db.collection<OnceDoc>(ONCE_KEYS);
   return {
     async ensureIndexes() {
       await col.createIndex({ expiresAt: 1 }, { name: 'expires' });
-    },
-    async claim(key, now, retentionMs) {
-      try {
-        await col.insertOne({ _id: key, at: now, expiresAt: new Date(now.getTime() + retentionMs) });
-        return true;
-      } catch (err) {
-        if (isDuplicateKeyError(err)) return false;
-        throw err;
-      }
     },
     async sweep(now) {
       return (await col.deleteMany({ expiresAt: { $lt: now } })).deletedCount;

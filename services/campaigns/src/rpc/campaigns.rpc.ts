@@ -9,7 +9,7 @@ import {
 } from '../domain/campaign.js';
 import { resolveSchedule } from '../domain/schedule.js';
 import { verifyUnsubscribeToken } from '../domain/unsubscribe-token.js';
-import type { CampaignsRepository, OnceRepository } from '../repositories/campaigns.repository.js';
+import type { CampaignsRepository } from '../repositories/campaigns.repository.js';
 import { campaignToProto, listItemToProto } from './mapping.js';
 
 /** Unsubscribe keys are kept a year: a link clicked again later must not count twice. */
@@ -18,7 +18,6 @@ const DEFAULT_UNSUBSCRIBE_REASON = 'Unsubscribed from a campaign';
 
 export interface CampaignsHandlerDeps {
   readonly campaigns: CampaignsRepository;
-  readonly once: OnceRepository;
   readonly upstreams: Omit<CampaignUpstreams, 'close'>;
   readonly timeZone: string;
   readonly signingKey: string;
@@ -127,8 +126,13 @@ export function createCampaignsHandlers(deps: CampaignsHandlerDeps): UnaryHandle
       if (!target) throw new NotFoundError('This unsubscribe link is not valid');
       const campaign = await campaigns.get(target.teamId, target.campaignId);
       const { email } = await deps.upstreams.unsubscribeContact(target.teamId, target.contactId, target.campaignId, req.reason ?? DEFAULT_UNSUBSCRIBE_REASON);
-      if (campaign && (await deps.once.claim(`unsub:${target.campaignId}:${target.contactId}`, now(), UNSUBSCRIBE_KEY_RETENTION_MS))) {
-        await campaigns.incCounters(target.campaignId, ['unsubscribed'], now());
+      if (campaign) {
+        // Once per contact and campaign, however often the link is followed (a fresh id per request: a
+        // concurrent second click counts nothing, and a request that died half way is finished by the next).
+        await campaigns.countOnce({
+          id: target.campaignId, key: `unsub:${target.campaignId}:${target.contactId}`, eventId: newId('unsub'), counters: ['unsubscribed'],
+          now: now(), retentionMs: UNSUBSCRIBE_KEY_RETENTION_MS,
+        });
       }
       return { teamId: target.teamId, campaignId: target.campaignId, contactId: target.contactId, email };
     },

@@ -374,6 +374,35 @@ describe('counters and unsubscribes', () => {
     expect(counted).toMatchObject(expected);
   });
 
+  it('a counting cut short by a crash is finished by the redelivery: never lost, never repeated', async () => {
+    makeBook('book_crash', 1);
+    const c = (await client.call.createCampaign(base({ contactBookId: 'book_crash' }))).campaign!;
+    const db = svc.infra.mongo.db;
+    const js = jetstream(nc);
+    const data = (id: string) => ({ id, status: 'X', from: 'a', to: ['x@y.z'], subject: 's', occurredAt: new Date().toISOString(), campaignId: c.id });
+    const delivered = createEvent('email.delivered', TEAM, data('em_c1'));
+    const sent = createEvent('email.sent', TEAM, data('em_c1'));
+    const markOf = (e: EventEnvelope<unknown>) => `count:${c.id}:${e.type.slice('email.'.length)}:em_c1`;
+    // What a process killed part way leaves (its lease short, so the redelivery may take over soon):
+    // for `delivered` the key claimed and nothing added (the old code lost this count for good);
+    // for `sent` the count added, the mark not yet finished.
+    const mark = (e: EventEnvelope<unknown>) => ({ _id: markOf(e), eventId: e.id, target: c.id, pending: true, until: new Date(Date.now() + 300), createdAt: new Date() });
+    await db.collection('once_keys').insertMany([mark(delivered), mark(sent)] as never[]);
+    await db.collection('campaigns').updateOne({ _id: c.id as never }, { $inc: { sent: 1 }, $push: { pending: markOf(sent) } as never });
+    expect(await get(c.id)).toMatchObject({ sent: 1, delivered: 0 });
+    await new Promise((r) => setTimeout(r, 350));
+
+    await js.publish(subjectFor(delivered.type), encodeEvent(delivered), { msgID: delivered.id });
+    await js.publish(subjectFor(sent.type), encodeEvent(sent), { msgID: sent.id });
+    await waitFor('the redeliveries', async () => {
+      const marks = await db.collection('once_keys').find({ _id: { $in: [markOf(delivered), markOf(sent)] } as never }).toArray();
+      return marks.length === 2 && marks.every((m) => m.pending === false) ? true : undefined;
+    });
+    expect(await get(c.id)).toMatchObject({ sent: 1, delivered: 1 });
+    const doc = await db.collection('campaigns').findOne({ _id: c.id as never });
+    expect(doc?.pending ?? []).toEqual([]);
+  });
+
   it('the signed link unsubscribes the contact through contacts, counts once, and forged tokens are NOT_FOUND', async () => {
     makeBook('book_unsub', 2);
     const c = (await client.call.createCampaign(base({ contactBookId: 'book_unsub', sendNow: true }))).campaign!;
