@@ -38,6 +38,9 @@ export function classifyRefusal(r: RecipientRefusal): BounceDetails {
  * the send workers, the inbound report listener, the domain event consumers
  * and the idempotency sweeper.
  */
+/** Outbox entries younger than this are left to the publisher by the relay's safety-net pass. */
+const OUTBOX_SAFETY_NET_MIN_AGE_MS = 30_000;
+
 export async function createEmailsServer(deps: { config: EmailsConfig; infra: ServiceInfra; overrides?: EmailsServerOverrides }): Promise<ServiceParts> {
   const { config, infra } = deps;
   const { logger } = infra;
@@ -69,6 +72,8 @@ export async function createEmailsServer(deps: { config: EmailsConfig; infra: Se
   const outbox = createOutboxRelay({
     nats: infra.nats, collections: [emails.collection], logger: logger.child({ component: 'outbox' }),
     metrics: infra.metrics, batchSize: 25, concurrency: 8, intervalMs: config.outboxScanIntervalMs,
+    // Fresh entries are the publisher's (published at once, removed with the email's next write or after 3 s).
+    minAgeMs: OUTBOX_SAFETY_NET_MIN_AGE_MS,
   });
 
   const worker = createSendWorker({

@@ -69,6 +69,13 @@ export interface OutboxRelayOptions {
   batchSize?: number;
   /** Documents published at once (each document's own events stay in order). */
   concurrency?: number;
+  /**
+   * Entries younger than this are left alone: the writer publishes them itself (a fast path such as the
+   * emails publisher), and this relay is the safety net for what it left. Without it a pass re-reads
+   * every document whose entries are waiting for their removal, batch after batch. The first pass after
+   * start takes every entry (what a process that died left). Default 0: every entry.
+   */
+  minAgeMs?: number;
   /** Test hook: runs after an entry is published and before it is pulled (crash simulation). */
   afterPublish?: (entry: OutboxEntry) => Promise<void> | void;
 }
@@ -84,8 +91,11 @@ export function createOutboxRelay(opts: OutboxRelayOptions): OutboxRelay {
   /** Passes per collection, for the occasional sweep. */
   const passes = new Map<Collection<Document>, number>();
 
-  async function passCollection(col: Collection<Document>): Promise<number> {
-    const pending = { 'outbox.0': { $exists: true } } as Filter<Document>;
+  const minAgeMs = opts.minAgeMs ?? 0;
+  let started = false;
+
+  async function passCollection(col: Collection<Document>, cutoff: Date | undefined): Promise<number> {
+    const pending = (cutoff ? { 'outbox.0.createdAt': { $lt: cutoff } } : { 'outbox.0': { $exists: true } }) as Filter<Document>;
     const docs = await col.find(pending, { projection: { _id: 1, outbox: 1, _deletedAt: 1 } }).limit(batchSize).toArray();
     const published: { id: unknown; entries: OutboxEntry[] }[] = [];
     let failure: unknown;
@@ -127,12 +137,14 @@ export function createOutboxRelay(opts: OutboxRelayOptions): OutboxRelay {
       await col.deleteMany({ _deletedAt: { $exists: true }, 'outbox.0': { $exists: false } } as Filter<Document>);
     }
     const count = published.reduce((n, p) => n + p.entries.length, 0);
-    return count + (docs.length === batchSize ? await passCollection(col) : 0);
+    return count + (docs.length === batchSize ? await passCollection(col, cutoff) : 0);
   }
 
   async function drainOnce(): Promise<number> {
+    const cutoff = started && minAgeMs > 0 ? new Date(Date.now() - minAgeMs) : undefined;
     let total = 0;
-    for (const col of opts.collections) total += await passCollection(col);
+    for (const col of opts.collections) total += await passCollection(col, cutoff);
+    started = true;
     return total;
   }
 

@@ -151,6 +151,23 @@ describe('outbox relay', () => {
       await rec.consumer.stop();
     }
   });
+
+  it('with minAgeMs takes every entry on its first pass, then only entries older than that', async () => {
+    const type = uniqueType();
+    const col = mongo.db.collection(`aged_${type.split('.')[0]}`);
+    const entry = (ageMs: number) => {
+      const [e] = outboxEntries([createEvent(type, 'team_a', { ageMs })]);
+      return { ...e!, createdAt: new Date(Date.now() - ageMs) };
+    };
+    // Left by a process that died a moment ago: fresh, yet only the relay will ever publish it.
+    await col.insertOne({ _id: 'left-fresh' as never, outbox: [entry(0)] });
+    const relay = createOutboxRelay({ nats, collections: [col], logger, minAgeMs: 60_000 });
+    expect(await relay.drainOnce()).toBe(1);
+    // From then on, fresh entries belong to the writer's own fast path; old ones are the relay's.
+    await col.insertMany([{ _id: 'fresh' as never, outbox: [entry(1_000)] }, { _id: 'old' as never, outbox: [entry(120_000)] }]);
+    expect(await relay.drainOnce()).toBe(1);
+    expect((await col.find({ 'outbox.0': { $exists: true } }).toArray()).map((d) => d._id)).toEqual(['fresh']);
+  });
 });
 
 describe('durable consumer', () => {
