@@ -15,3 +15,4 @@ export * from './nats/outbox.js';
 export * from './ids.js';
 export * from './poller.js';
 export * from './count-once.js';
+export * from './book-cursor.js';

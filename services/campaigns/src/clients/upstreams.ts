@@ -1,5 +1,5 @@
 import { status } from '@grpc/grpc-js';
-import { createGrpcClient, isServiceError, type Logger, type ServiceMetrics } from '@mailfleet/kit';
+import { createGrpcClient, encodeBookCursor, isServiceError, type Logger, type ServiceMetrics } from '@mailfleet/kit';
 import { contactsV1, domainsV1, emailsV1, suppressionsV1 } from '@mailfleet/proto';
 
 /** One subscribed contact of a book, as the sender renders it. */
@@ -9,6 +9,8 @@ export interface BookContact {
   readonly firstName?: string | undefined;
   readonly lastName?: string | undefined;
   readonly properties: Readonly<Record<string, string>>;
+  /** The book cursor right after this contact: where to go on once it is sent. */
+  readonly cursor: string;
 }
 
 export interface ContactsPage {
@@ -73,7 +75,10 @@ export function createUpstreams(opts: {
     async bookContacts(teamId, contactBookId, cursor, limit) {
       const r = await contacts.call.listBookContacts({ teamId, contactBookId, cursor: cursor ?? undefined, limit });
       return {
-        contacts: r.contacts.map((c) => ({ id: c.id, email: c.email, firstName: c.firstName, lastName: c.lastName, properties: c.properties })),
+        contacts: r.contacts.map((c) => ({
+          id: c.id, email: c.email, firstName: c.firstName, lastName: c.lastName, properties: c.properties,
+          cursor: encodeBookCursor({ createdAt: c.createdAt ?? new Date(0), id: c.id }),
+        })),
         nextCursor: r.nextCursor,
       };
     },

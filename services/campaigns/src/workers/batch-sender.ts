@@ -3,12 +3,20 @@ import type { emailsV1 } from '@mailfleet/proto';
 import type { Campaign } from '../domain/campaign.js';
 import { renderCampaignText } from '../domain/render.js';
 import { createUnsubscribeToken, unsubscribeUrl } from '../domain/unsubscribe-token.js';
-import type { CampaignUpstreams } from '../clients/upstreams.js';
+import type { BookContact, CampaignUpstreams, ContactsPage } from '../clients/upstreams.js';
 import type { CampaignsRepository, SendingState } from '../repositories/campaigns.repository.js';
 
 /** Emails per SendBatch call (the emails service's batch limit). */
 export const CHUNK_SIZE = 100;
 const COUNT_PAGE = 1000;
+/**
+ * Contacts read ahead per page of the book (the contacts service's limit). On FerretDB every page
+ * is a scan of the whole contacts collection, so one page serves ten chunks instead of one.
+ */
+const READ_AHEAD = 1000;
+/** Contacts read longer ago than this are read again: an unsubscribe meanwhile is honoured. */
+const READ_AHEAD_MAX_AGE_MS = 30_000;
+const MAX_READ_AHEAD_CAMPAIGNS = 64;
 
 export interface BatchSender {
   start(): void;
@@ -54,6 +62,34 @@ export function createBatchSender(deps: BatchSenderDeps): BatchSender {
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
   let stopped = false;
+
+  /** Per campaign: contacts read from the book after `from`, not yet sent. */
+  const ahead = new Map<string, { from: string | null; contacts: readonly BookContact[]; next: string | undefined; at: number }>();
+
+  /**
+   * The next `want` subscribed contacts after `cursor`, and the cursor after them (undefined at the end
+   * of the book). Served from what was read ahead when that starts at `cursor` (a replica that took
+   * the campaign over, or a resume, reads afresh); each chunk's cursor is its last contact's, so a
+   * crash after any chunk resumes exactly after it.
+   */
+  async function nextChunk(c: Campaign, cursor: string | null, want: number, readUpTo: number): Promise<ContactsPage> {
+    let buf = ahead.get(c.id);
+    if (!buf || buf.from !== cursor || Date.now() - buf.at > READ_AHEAD_MAX_AGE_MS || (buf.contacts.length < want && buf.next)) {
+      const page = await deps.upstreams.bookContacts(c.teamId, c.contactBookId ?? '', cursor, Math.max(want, Math.min(readUpTo, READ_AHEAD)));
+      buf = { from: cursor, contacts: page.contacts, next: page.nextCursor, at: Date.now() };
+    }
+    const contacts = buf.contacts.slice(0, want);
+    const rest = buf.contacts.slice(want);
+    const last = contacts[contacts.length - 1];
+    const next = rest.length > 0 && last ? last.cursor : buf.next;
+    ahead.delete(c.id);
+    if (rest.length > 0 && next !== undefined) {
+      ahead.set(c.id, { ...buf, from: next, contacts: rest });
+      // Campaigns paused or deleted mid-page leave theirs behind: keep the newest few.
+      if (ahead.size > MAX_READ_AHEAD_CAMPAIGNS) ahead.delete(ahead.keys().next().value as string);
+    }
+    return { contacts, nextCursor: next };
+  }
 
   async function countTotal(c: Campaign): Promise<number> {
     let total = 0;
@@ -101,7 +137,7 @@ export function createBatchSender(deps: BatchSenderDeps): BatchSender {
     while (sentInBatch < c.batchSize) {
       if (stopped) return deps.campaigns.release(c.id, owner);
       const want = Math.min(CHUNK_SIZE, c.batchSize - sentInBatch);
-      const page = await deps.upstreams.bookContacts(c.teamId, c.contactBookId ?? '', cursor, want);
+      const page = await nextChunk(c, cursor, want, c.batchSize - sentInBatch);
       if (page.contacts.length > 0) {
         await deps.upstreams.sendBatch({
           teamId: c.teamId,

@@ -2,7 +2,8 @@ import { Server, ServerCredentials, status, type ServiceError } from '@grpc/grpc
 import { jetstream } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import {
-  bindService, createEvent, createGrpcClient, createLogger, encodeEvent, FailedPreconditionError, NotFoundError, startService, subjectFor,
+  bindService, createEvent, createGrpcClient, createLogger, decodeBookCursor, encodeBookCursor, encodeEvent, FailedPreconditionError, NotFoundError,
+  startService, subjectFor,
   UnavailableError, type EventEnvelope, type RunningService, type UpstreamClient,
 } from '@mailfleet/kit';
 import { campaignsV1, contactsV1, domainsV1, emailsV1, suppressionsV1 } from '@mailfleet/proto';
@@ -53,19 +54,25 @@ function peerHandlers<S>(impl: Partial<Record<string, (req: never) => Promise<un
   }) as never as S as never;
 }
 
+const CREATED = new Date('2026-01-01T00:00:00Z');
+/** Every ListBookContacts call: on FerretDB each one is a scan of the contacts. */
+const bookReads: { book: string; limit: number }[] = [];
+
 function bookContacts(req: contactsV1.ListBookContactsRequest): contactsV1.ListBookContactsResponse {
   const book = books.get(req.contactBookId);
   if (!book || book.teamId !== req.teamId) throw new NotFoundError('book not found');
-  const after = req.cursor ?? '';
+  // The contacts service's cursor (creation time, then id); here every contact has the same time, so the id orders.
+  bookReads.push({ book: req.contactBookId, limit: req.limit });
+  const after = req.cursor ? decodeBookCursor(req.cursor).id : '';
   const live = book.contacts.filter((c) => c.subscribed && c.id > after);
   const page = live.slice(0, req.limit);
   const last = page[page.length - 1];
   return {
     contacts: page.map((c) => ({
       id: c.id, email: c.email, firstName: c.firstName, lastName: undefined, subscribed: true, properties: c.properties,
-      contactBookId: req.contactBookId, createdAt: new Date(), updatedAt: new Date(),
+      contactBookId: req.contactBookId, createdAt: CREATED, updatedAt: CREATED,
     })),
-    nextCursor: live.length > page.length && last ? last.id : undefined,
+    nextCursor: live.length > page.length && last ? encodeBookCursor({ createdAt: CREATED, id: last.id }) : undefined,
   };
 }
 
@@ -299,6 +306,18 @@ describe('sending', () => {
     expect(link).toMatch(/^https:\/\/mail\.example\.test\/v1\/campaigns\/unsubscribe\?token=[\w-]+\.[\w-]+$/);
     expect(first.html).toContain(`Hello ${contact.firstName} (free)`);
     expect(first.headers).toEqual({ 'List-Unsubscribe': `<${link}>`, 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' });
+  });
+
+  it('reads the book a page of 1,000 at a time and sends it in chunks of 100', async () => {
+    const contacts = makeBook('book_ahead', 450);
+    const c = (await client.call.createCampaign(base({ contactBookId: 'book_ahead', sendNow: true, batchSize: 1000, batchWindowMinutes: 0 }))).campaign!;
+    await waitFor('completion', async () => ((await get(c.id)).status === campaignsV1.CampaignStatus.CAMPAIGN_STATUS_COMPLETED ? true : undefined));
+    expect(callsOf(c.id).map((k) => k.emails.length)).toEqual([100, 100, 100, 100, 50]);
+    const to = recipientsOf(c.id);
+    expect(to).toHaveLength(450);
+    expect(new Set(to)).toEqual(new Set(contacts.map((x) => x.email)));
+    // One read to count the total, one to send: not one per chunk.
+    expect(bookReads.filter((r) => r.book === 'book_ahead')).toEqual([{ book: 'book_ahead', limit: 1000 }, { book: 'book_ahead', limit: 1000 }]);
   });
 
   it('pause stops between batches; resume continues from the cursor without repeats', async () => {

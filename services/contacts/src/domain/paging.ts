@@ -29,26 +29,8 @@ export function pageWindow(page: number, limit: number, defaults: { limit: numbe
   return { skip, limit: size };
 }
 
-/**
- * Position in a book's creation order (createdAt, then id). New contacts are
- * created after every existing one, so a campaign paging with this cursor also
- * reaches contacts added while it runs.
- */
-export interface BookCursor {
-  readonly createdAt: Date;
-  readonly id: string;
-}
-
-export function encodeCursor(c: BookCursor): string {
-  return Buffer.from(`${c.createdAt.getTime()}.${c.id}`, 'utf8').toString('base64url');
-}
-
-export function decodeCursor(raw: string): BookCursor {
-  const text = /^[A-Za-z0-9_-]+$/.test(raw) ? Buffer.from(raw, 'base64url').toString('utf8') : '';
-  const m = /^(\d{1,15})\.([A-Za-z0-9_]{1,100})$/.exec(text);
-  if (!m) throw new InvalidArgumentError('cursor is not valid; start again without one');
-  return { createdAt: new Date(Number(m[1])), id: m[2]! };
-}
+/** The book cursor lives in the kit: the campaigns sender makes one after any contact of a page. */
+export { decodeBookCursor as decodeCursor, encodeBookCursor as encodeCursor, type BookCursor } from '@mailfleet/kit';
 
 /** Comma-separated query values (`emails`, `ids`) as a list: trimmed, empty ones dropped, duplicates removed. */
 export function distinctValues(values: readonly string[]): string[] {
