@@ -11,7 +11,7 @@ import autocannon from 'autocannon';
 import { MongoClient } from 'mongodb';
 import nodemailer from 'nodemailer';
 import { connect } from '@nats-io/transport-node';
-import { jetstream } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { CAMPAIGN_ENV, campaignAddresses, campaignFigures, createBook, followCampaign, startCampaign } from './campaign.mjs';
 import { api, fmt, platformRss, round, sinkCount, sinkWatcher, summarize, table } from './lib.mjs';
 import { fileStamp, repoRoot, withPlatform } from './platform.mjs';
@@ -85,7 +85,11 @@ export async function runBench(params) {
     // --- event pipeline --------------------------------------------------------------------
     checkAbort();
     resources.receiver = await session.startReceiver();
-    result.eventPipeline = await eventPipeline({ gw, team: eventTeam, platform, params, resources, signal });
+    resources.nats = await connect({ servers: platform.natsUrl });
+    // The campaign's own events (several per mail) are still being consumed: measured lags would be
+    // the time to work off that backlog. Wait until the analytics and webhooks consumers are idle.
+    result.campaignEventBacklog = await consumersIdle(resources.nats, ['analytics-email-events', 'webhooks-fanout'], params.drainS * 1000, signal);
+    result.eventPipeline = await eventPipeline({ gw, team: eventTeam, params, resources, signal });
 
     result.memoryEndMiB = platformRss();
     result.finishedAt = new Date().toISOString();
@@ -309,7 +313,28 @@ async function sinkAcceptRate(smtpUrl, params, signal) {
   };
 }
 
-async function eventPipeline({ gw, team, platform, params, resources, signal }) {
+/**
+ * Waits until these durable consumers of the event stream have nothing pending or unacknowledged (or
+ * until `limitMs`); reports how long that took and what was left.
+ */
+async function consumersIdle(nc, durables, limitMs, signal) {
+  const jsm = await jetstreamManager(nc);
+  const t0 = Date.now();
+  const backlog = async () => {
+    const infos = await Promise.all(durables.map((d) => jsm.consumers.info('MAILFLEET_EVENTS', d).catch(() => undefined)));
+    return Object.fromEntries(durables.map((d, i) => [d, infos[i] ? infos[i].num_pending + infos[i].num_ack_pending : null]));
+  };
+  const atStart = await backlog();
+  say(`waiting for the campaign's events to be consumed: ${JSON.stringify(atStart)}`);
+  let left = atStart;
+  while (!signal.aborted && Object.values(left).some((n) => n !== null && n > 0) && Date.now() - t0 < limitMs) {
+    await sleep(1000);
+    left = await backlog();
+  }
+  return { atStart, left, waitedSeconds: round((Date.now() - t0) / 1000, 1), limitSeconds: limitMs / 1000 };
+}
+
+async function eventPipeline({ gw, team, params, resources, signal }) {
   const { token, teamId } = team;
   const domain = await api(gw, 'POST', '/v1/domains', { token, body: { name: `events-${randomBytes(4).toString('hex')}.mailfleet-bench.test`, region: 'us-east-1' } });
   const domainId = domain.status === 200 ? domain.body.id : undefined;
@@ -333,7 +358,6 @@ async function eventPipeline({ gw, team, platform, params, resources, signal }) 
   const statsReason = baseline.status === 200 ? undefined : `GET /v1/stats answered ${baseline.status}`;
   const baseCount = baseline.body?.totalDelivered ?? 0;
 
-  resources.nats = await connect({ servers: platform.natsUrl });
   const js = jetstream(resources.nats);
   const total = params.eventRate * params.eventDurationS;
   const published = []; // in publish order: {eventId, emailId, at}
@@ -450,6 +474,11 @@ function render(r) {
     rows.push(['  contacts stored (bulk)', `${fmt(c.contacts)} in ${fmt(c.bookSeconds)} s${c.sendPathBacklogAtStart > 0 ? `; ${fmt(c.sendPathBacklogAtStart)} send-path emails still queued at start` : ''}`]);
   }
   rows.push(['SMTP sink raw accept', `${fmt(cf.sinkRawAccept.perMinute)} mails/min  (${fmt(cf.sinkRawAccept.accepted)} of ${fmt(cf.sinkRawAccept.messages)} in ${fmt(cf.sinkRawAccept.durationS)} s, pool of ${cf.sinkRawAccept.pooledConnections}, ${fmt(cf.sinkRawAccept.failed)} failed)`]);
+  const bl = r.campaignEventBacklog;
+  const pendingText = (m) => Object.entries(m).map(([d, n]) => `${d} ${n === null ? '?' : fmt(n)}`).join(', ');
+  rows.push(['campaign events consumed', Object.values(bl.left).every((n) => n === null || n === 0)
+    ? `${fmt(bl.waitedSeconds)} s after the campaign (pending then: ${pendingText(bl.atStart)})`
+    : `not all within ${fmt(bl.limitSeconds)} s (pending then: ${pendingText(bl.atStart)}; left: ${pendingText(bl.left)})`]);
   const ep = r.eventPipeline;
   rows.push([`Event pipeline (${fmt(ep.events)} email.delivered at ${ep.ratePerSecond}/s, poll every ${ep.pollIntervalMs} ms, measured ${fmt(ep.meanPollPeriodMs)} ms)`]);
   const lagRow = (s) => (s.available ? `p50 ${fmt(s.lagMs.p50)} ms  p99 ${fmt(s.lagMs.p99)} ms  max ${fmt(s.lagMs.max)} ms  ${fmt(s.arrivalsPerSecond)}/s  (${fmt(s.arrived)} arrived, ${fmt(s.missing)} missing after ${ep.drainLimitS} s)` : `not available: ${s.reason}`);

@@ -53,10 +53,10 @@ describe('the emails outbox publisher', () => {
     try {
       // Written with two events; the write hands its outbox over.
       const written = entriesOf(2);
-      await emails.insertOne({ _id: 'em_written', outbox: written });
+      await emails.insertOne({ _id: 'em_written' as never, outbox: written });
       // Only named: read back by id.
       const named = entriesOf(1);
-      await emails.insertOne({ _id: 'em_named', outbox: named });
+      await emails.insertOne({ _id: 'em_named' as never, outbox: named });
       // Handed over but not in the database: nothing reads it, so it is published all the same.
       const handedOnly = entriesOf(1);
 
