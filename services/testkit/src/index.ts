@@ -41,3 +41,4 @@ export {
 } from './https-receiver.js';
 export { startControlServer, type ControlRoutes, type ControlServer } from './control-server.js';
 export { startE2eEnvironment, type E2eEnvironment, type E2eProvided, type StartE2eEnvironmentOptions } from './e2e-environment.js';
+export { awayFromUtcMidnight } from './day-boundary.js';

@@ -6,7 +6,7 @@ import {
   type UpstreamClient,
 } from '@mailfleet/kit';
 import { analyticsV1, emailsV1 } from '@mailfleet/proto';
-import { isolatedNats, stopNats, testMongoUrl, uniqueDbName } from '@mailfleet/testkit';
+import { awayFromUtcMidnight, isolatedNats, stopNats, testMongoUrl, uniqueDbName } from '@mailfleet/testkit';
 import { MongoClient, type Db } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadAnalyticsConfig } from '../../src/config.js';
@@ -78,7 +78,8 @@ async function consumersIdle(timeoutMs = 30_000): Promise<void> {
 }
 
 const DAY = 86_400_000;
-const at = (daysAgo: number, minutes = 0) => new Date(Date.now() - daysAgo * DAY + minutes * 60_000);
+/** `daysAgo` days before now, plus `seconds` (the order of the script's events within a day). */
+const at = (daysAgo: number, seconds = 0) => new Date(Date.now() - daysAgo * DAY + seconds * 1000);
 let tick = 0;
 
 /** An `email.*` event with the SPEC 6.3 payload, created when it occurred (plus a tick, so the feed order is known). */
@@ -111,7 +112,9 @@ describe('rollups from real events', () => {
   const b = { domainId: 'dom_b', campaignId: 'cmp_1' };
   const script: EventEnvelope[] = [];
 
-  beforeAll(() => {
+  beforeAll(async () => {
+    // Today's events are back-dated by up to 50 s and the reads name days: keep the file inside one UTC day.
+    await awayFromUtcMidnight({ needMs: 120_000, afterMs: 60_000 });
     script.push(
       createEvent('domain.created', teamId, { id: 'dom_a', name: 'a.example' }, at(50)),
       createEvent('domain.created', teamId, { id: 'dom_b', name: 'b.example' }, at(50)),
@@ -144,7 +147,7 @@ describe('rollups from real events', () => {
       emailEvent(teamId, 'email.sent', 'em_7', a, at(40)),
       emailEvent(teamId, 'email.delivered', 'em_7', a, at(40, 1)),
     );
-  });
+  }, 240_000);
 
   it('every read returns the exact numbers of a scripted mix', async () => {
     for (const e of script) await publish(e);
