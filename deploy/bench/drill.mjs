@@ -1,6 +1,7 @@
 // The fault drill behind `npm run drill` (entry: deploy/bin/drill.mjs): a campaign through the public API while
 // every service is killed with SIGKILL and restarted in turn and NATS is restarted once; then the losses are
-// counted: mail in the sink per contact, the final status of every email, every email event at a webhook.
+// counted: mail in the sink per contact, the final status of every email, every email event at a webhook,
+// and the campaign's own counters.
 import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -172,6 +173,20 @@ export async function runDrill(params) {
     const arrivals = [...hookFirstAt.values()];
     const hookSpanS = arrivals.length > 1 ? (Math.max(...arrivals) - started.startedAtMs) / 1000 : null;
 
+    // --- the campaign's counters: every mail counted once as sent and once as delivered, whatever was killed --
+    const expectedCounters = { total: addresses.length, sent: addresses.length, delivered: addresses.length };
+    const readCounters = async () => {
+      const r = await apiSafe(gw, 'GET', `/v1/campaigns/${started.id}`, { token });
+      return r.status === 200 ? Object.fromEntries(Object.keys(expectedCounters).map((k) => [k, r.body[k]])) : undefined;
+    };
+    let counters = await readCounters();
+    const countersUntil = Date.now() + params.drainS * 1000;
+    while (!signal.aborted && Date.now() < countersUntil && !(counters && Object.entries(expectedCounters).every(([k, v]) => counters[k] === v))) {
+      await sleep(1000);
+      counters = (await readCounters()) ?? counters;
+    }
+    result.counters = { expected: expectedCounters, read: counters ?? null };
+
     // --- settle, then the sink once more: a message sent twice after a lease expired shows up late --
     const settleUntil = Math.max(faultsEndMs, follow.state.lastAtMs ?? 0) + params.settleS * 1000;
     if (Date.now() < settleUntil) {
@@ -198,6 +213,8 @@ export async function runDrill(params) {
       ['every contact: one email', emails.size === addresses.length && result.emails.contactsWithoutEmail === 0 && result.emails.contactsWithSeveralEmails === 0,
         `${fmt(emails.size)} emails; ${fmt(result.emails.contactsWithoutEmail)} contacts without, ${fmt(result.emails.contactsWithSeveralEmails)} with several`],
       ['every email: final status', result.emails.notFinal === 0 && emails.size > 0, `${Object.entries(statusCounts).map(([k, v]) => `${k} ${fmt(v)}`).join(', ') || 'no emails'}`],
+      ['campaign counters: each mail counted once', counters !== undefined && Object.entries(expectedCounters).every(([k, v]) => counters[k] === v),
+        counters ? Object.keys(expectedCounters).map((k) => `${k} ${fmt(counters[k])} of ${fmt(expectedCounters[k])}`).join(', ') : 'GET /v1/campaigns/{id} failed'],
       ['every email event at the webhook', missing.length === 0 && eventReadErrors === 0 && events.size > 0,
         `${fmt(result.webhook.received)} of ${fmt(events.size)}${missing.length ? ` (missing: ${Object.entries(missingByStatus).map(([k, v]) => `${k} ${v}`).join(', ')})` : ''}${eventReadErrors ? `, ${eventReadErrors} event lists unreadable` : ''}; ${fmt(result.webhook.redelivered)} redelivered; last after ${fmt(result.webhook.lastArrivalS)} s (${fmt(result.webhook.perSecond)}/s)`],
     ];
