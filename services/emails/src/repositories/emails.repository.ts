@@ -326,8 +326,16 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
         };
         return doc;
       });
-      await insertIgnoringDuplicates(col as unknown as Collection<Document>, docs as unknown as Document[]);
-      hooks.onEvents?.(docs.filter((d) => (d.outbox?.length ?? 0) > 0).map((d) => d._id));
+      const inserted = await insertIgnoringDuplicates(col as unknown as Collection<Document>, docs as unknown as Document[]);
+      // What this insert wrote is handed over as written; an email that existed already (a retried accept)
+      // is only named, so its stored outbox is read and published.
+      const existing: string[] = [];
+      docs.forEach((d, i) => {
+        if ((d.outbox?.length ?? 0) === 0) return;
+        if (inserted?.has(i) && hooks.onWritten) hooks.onWritten(d._id, d.outbox ?? []);
+        else existing.push(d._id);
+      });
+      if (existing.length > 0) hooks.onEvents?.(existing);
     },
 
     async get(teamId, id) {
@@ -504,14 +512,23 @@ function applyLocally(
 }
 
 /** insertMany that leaves documents already present alone (a repeated insert of the same ids). */
-async function insertIgnoringDuplicates(col: Collection<Document>, docs: Document[]): Promise<void> {
+/**
+ * Inserts, leaving ids that exist as they are. Resolves to the indexes of `docs` known to be inserted
+ * now (undefined when the server did not say which failed).
+ */
+async function insertIgnoringDuplicates(col: Collection<Document>, docs: Document[]): Promise<Set<number> | undefined> {
   try {
     await col.insertMany(docs, { ordered: false });
+    return new Set(docs.keys());
   } catch (err) {
-    const writeErrors = (err as { writeErrors?: { code?: number }[] | { code?: number } }).writeErrors;
+    const writeErrors = (err as { writeErrors?: { code?: number; index?: number }[] | { code?: number; index?: number } }).writeErrors;
     const list = Array.isArray(writeErrors) ? writeErrors : writeErrors ? [writeErrors] : [];
-    if (list.length > 0 && list.every((w) => w.code === 11000)) return;
-    if (list.length === 0 && isDuplicateKeyError(err)) return;
+    if (list.length > 0 && list.every((w) => w.code === 11000)) {
+      if (!list.every((w) => typeof w.index === 'number')) return undefined;
+      const failed = new Set(list.map((w) => w.index));
+      return new Set([...docs.keys()].filter((i) => !failed.has(i)));
+    }
+    if (list.length === 0 && isDuplicateKeyError(err)) return undefined;
     throw err;
   }
 }

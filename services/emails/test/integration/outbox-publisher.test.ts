@@ -7,6 +7,7 @@ import { isolatedNats, stopNats, testMongoUrl, uniqueDbName } from '@mailfleet/t
 import type { Collection, Document } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOutboxPublisher } from '../../src/events/outbox-publisher.js';
+import { createEmailsRepository, type NewEmail } from '../../src/repositories/emails.repository.js';
 
 // The emails outbox's fast path on FerretDB and NATS: what a write hands over is published as handed
 // (no read), what is only named is read by id, and published entries leave the email.
@@ -72,5 +73,29 @@ describe('the emails outbox publisher', () => {
     } finally {
       await publisher.stop();
     }
+  });
+
+  it('an insert hands over the outbox of each email it wrote; an email that existed already is only named', async () => {
+    const written: string[] = [];
+    const named: string[] = [];
+    const repo = createEmailsRepository(mongo.db, {
+      onWritten: (id, outbox) => {
+        expect(outbox.length).toBeGreaterThan(0);
+        written.push(id);
+      },
+      onEvents: (ids) => named.push(...ids),
+    });
+    await repo.ensureIndexes();
+    const email = (id: string): NewEmail => ({
+      id, teamId: 'team_p', domainId: 'dom_p', from: 'a@p.example', fromAddress: 'a@p.example', to: ['b@q.example'], toAddresses: ['b@q.example'],
+      cc: [], bcc: [], replyTo: [], subject: 'hello', text: 'hi', headers: [], attachments: [], messageId: `<${id}@p.example>`, references: [],
+      pending: ['b@q.example'], suppressed: [], events: [{ status: 'QUEUED' }], createdAt: new Date(),
+    });
+    await repo.insertMany([email('em_ins1'), email('em_ins2')]);
+    expect(written).toEqual(['em_ins1', 'em_ins2']);
+    // A retried accept: the first two exist (their stored outbox is read and published), the third is new.
+    await repo.insertMany([email('em_ins1'), email('em_ins2'), email('em_ins3')]);
+    expect(written).toEqual(['em_ins1', 'em_ins2', 'em_ins3']);
+    expect(named).toEqual(['em_ins1', 'em_ins2']);
   });
 });
