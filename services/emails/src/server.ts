@@ -39,7 +39,7 @@ export function classifyRefusal(r: RecipientRefusal): BounceDetails {
  * and the idempotency sweeper.
  */
 /** Outbox entries younger than this are left to the publisher by the relay's safety-net pass. */
-const OUTBOX_SAFETY_NET_MIN_AGE_MS = 30_000;
+const OUTBOX_SAFETY_NET_MIN_AGE_MS = 120_000;
 
 export async function createEmailsServer(deps: { config: EmailsConfig; infra: ServiceInfra; overrides?: EmailsServerOverrides }): Promise<ServiceParts> {
   const { config, infra } = deps;
@@ -72,7 +72,12 @@ export async function createEmailsServer(deps: { config: EmailsConfig; infra: Se
   const outbox = createOutboxRelay({
     nats: infra.nats, collections: [emails.collection], logger: logger.child({ component: 'outbox' }),
     metrics: infra.metrics, batchSize: 25, concurrency: 8, intervalMs: config.outboxScanIntervalMs,
-    // Fresh entries are the publisher's (published at once, removed with the email's next write or after 3 s).
+    // Fresh entries are the publisher's: published at once, removed with the email's next write or after
+    // 3 s. Under a burst (a 10,000-mail campaign accepted in a few minutes) the removals, each a rewrite of
+    // the email, queue up behind the collection's writes for a minute or more; at 30 s the safety net
+    // re-scanned the whole collection in batches of 25 for entries already out (84 scans of 1.6 s). Events
+    // a process left when it died go out at its restart (the first pass takes everything) or, from another
+    // replica, within this age plus OUTBOX_SCAN_INTERVAL_MS.
     minAgeMs: OUTBOX_SAFETY_NET_MIN_AGE_MS,
   });
 

@@ -61,7 +61,7 @@ const EPOCH = new Date(0);
 /** How many due entries one look at the queue returns. */
 const CANDIDATES = 64;
 /** A look older than this is taken again, so an entry that fell due since is not passed over for long. */
-const CANDIDATES_MAX_AGE_MS = 1_000;
+const CANDIDATES_MAX_AGE_MS = 5_000;
 
 /**
  * Every entry of a look is due, so their order matters less than two replicas
