@@ -78,7 +78,7 @@ export async function runBench(params) {
     const sinkRawAccept = await sinkAcceptRate(platform.smtpUrl, params, signal);
     checkAbort();
     result.campaignFanOut = {
-      campaign: await campaignFanOut({ session, params, sendBacklog: send.available ? send.ok2xx - send.sink.deliveredAfterDrain : 0 }),
+      campaign: await campaignFanOut({ session, params, sendBacklog: send.available ? Math.max(0, send.ok2xx - send.sink.deliveredAfterDrain) : 0 }),
       sinkRawAccept,
     };
 

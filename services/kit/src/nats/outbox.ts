@@ -72,8 +72,9 @@ export interface OutboxRelayOptions {
   /**
    * Entries younger than this are left alone: the writer publishes them itself (a fast path such as the
    * emails publisher), and this relay is the safety net for what it left. Without it a pass re-reads
-   * every document whose entries are waiting for their removal, batch after batch. The first pass after
-   * start takes every entry (what a process that died left). Default 0: every entry.
+   * every document whose entries are waiting for their removal, batch after batch. Such a pass takes one
+   * batch. The first pass after start takes every entry (what a process that died left), batch after
+   * batch. Default 0: every entry, every pass.
    */
   minAgeMs?: number;
   /** Test hook: runs after an entry is published and before it is pulled (crash simulation). */
@@ -137,7 +138,10 @@ export function createOutboxRelay(opts: OutboxRelayOptions): OutboxRelay {
       await col.deleteMany({ _deletedAt: { $exists: true }, 'outbox.0': { $exists: false } } as Filter<Document>);
     }
     const count = published.reduce((n, p) => n + p.entries.length, 0);
-    return count + (docs.length === batchSize ? await passCollection(col, cutoff) : 0);
+    // A full batch means more may wait: go on at once, except in the safety net's aged passes, where each
+    // batch is another scan of the whole collection for entries the fast path is mostly removing anyway;
+    // there a real backlog (a dead replica's) goes out a batch per interval.
+    return count + (docs.length === batchSize && !cutoff ? await passCollection(col, cutoff) : 0);
   }
 
   async function drainOnce(): Promise<number> {

@@ -152,7 +152,7 @@ describe('outbox relay', () => {
     }
   });
 
-  it('with minAgeMs takes every entry on its first pass, then only entries older than that', async () => {
+  it('with minAgeMs takes every entry on its first pass, then only entries older than that, a batch a pass', async () => {
     const type = uniqueType();
     const col = mongo.db.collection(`aged_${type.split('.')[0]}`);
     const entry = (ageMs: number) => {
@@ -160,12 +160,17 @@ describe('outbox relay', () => {
       return { ...e!, createdAt: new Date(Date.now() - ageMs) };
     };
     // Left by a process that died a moment ago: fresh, yet only the relay will ever publish it.
-    await col.insertOne({ _id: 'left-fresh' as never, outbox: [entry(0)] });
-    const relay = createOutboxRelay({ nats, collections: [col], logger, minAgeMs: 60_000 });
+    await col.insertMany([{ _id: 'left-fresh' as never, outbox: [entry(0)] }, { _id: 'left-old' as never, outbox: [entry(120_000)] }]);
+    const relay = createOutboxRelay({ nats, collections: [col], logger, minAgeMs: 60_000, batchSize: 1 });
+    // The first pass goes on batch after batch until nothing is left.
+    expect(await relay.drainOnce()).toBe(2);
+    // From then on, fresh entries belong to the writer's own fast path; old ones are the relay's, one batch a pass.
+    await col.insertMany([
+      { _id: 'fresh' as never, outbox: [entry(1_000)] }, { _id: 'old' as never, outbox: [entry(120_000)] }, { _id: 'older' as never, outbox: [entry(180_000)] },
+    ]);
     expect(await relay.drainOnce()).toBe(1);
-    // From then on, fresh entries belong to the writer's own fast path; old ones are the relay's.
-    await col.insertMany([{ _id: 'fresh' as never, outbox: [entry(1_000)] }, { _id: 'old' as never, outbox: [entry(120_000)] }]);
     expect(await relay.drainOnce()).toBe(1);
+    expect(await relay.drainOnce()).toBe(0);
     expect((await col.find({ 'outbox.0': { $exists: true } }).toArray()).map((d) => d._id)).toEqual(['fresh']);
   });
 });
