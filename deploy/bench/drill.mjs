@@ -144,10 +144,11 @@ export async function runDrill(params) {
     await mapLimit([...emails.values()], 8, async (e) => {
       for (let page = 1; page < 100; page++) {
         let r;
-        for (let tries = 0; tries < 3; tries++) {
+        // A read that times out under the load after the campaign is asked again for up to a minute.
+        for (let tries = 0; tries < 30; tries++) {
           r = await apiSafe(gw, 'GET', `/v1/emails/${e.id}/events?limit=100&page=${page}`, { token });
-          if (r.status === 200) break;
-          await sleep(1000);
+          if (r.status === 200 || (r.status > 0 && r.status < 500)) break;
+          await sleep(2000);
         }
         if (r.status !== 200) {
           eventReadErrors += 1;
@@ -282,16 +283,21 @@ async function waitForProgress({ what, total, count, stallMs, signal }) {
   }
 }
 
-/** Every email of the team ({id, to, latestStatus}) through GET /v1/emails (20 a page, newest first; nothing is created meanwhile). */
+/**
+ * Every email of the team ({id, to, latestStatus}) through GET /v1/emails (20 a page, newest first; nothing is
+ * created meanwhile). Each page is a scan of the emails on FerretDB, and right after a campaign the platform is
+ * still working off its events: a page that times out (5xx) is asked again for up to two minutes.
+ */
 async function listAllEmails(gw, token, signal) {
   const emails = new Map();
   let count = Infinity;
   for (let page = 1; emails.size < count && !signal.aborted; page++) {
     let r;
-    for (let tries = 0; tries < 5; tries++) {
+    const until = Date.now() + 120_000;
+    for (;;) {
       r = await apiSafe(gw, 'GET', `/v1/emails?limit=20&page=${page}`, { token });
-      if (r.status === 200) break;
-      await sleep(1000);
+      if (r.status === 200 || (r.status > 0 && r.status < 500) || Date.now() > until || signal.aborted) break;
+      await sleep(2000);
     }
     if (r.status !== 200) throw new Error(`GET /v1/emails answered ${r.status} ${JSON.stringify(r.body)}`);
     count = r.body.count;
