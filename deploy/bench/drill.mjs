@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CAMPAIGN_ENV, campaignAddresses, campaignFigures, createBook, followCampaign, startCampaign } from './campaign.mjs';
-import { apiSafe, fmt, mapLimit, round, sinkWatcher, table } from './lib.mjs';
+import { apiPatient, apiSafe, fmt, mapLimit, round, sinkWatcher, table } from './lib.mjs';
 import { fileStamp, repoRoot, withPlatform } from './platform.mjs';
 
 const say = (message) => process.stderr.write(`[drill] ${message}\n`);
@@ -143,13 +143,8 @@ export async function runDrill(params) {
     let eventReadErrors = 0;
     await mapLimit([...emails.values()], 8, async (e) => {
       for (let page = 1; page < 100; page++) {
-        let r;
         // A read that times out under the load after the campaign is asked again for up to a minute.
-        for (let tries = 0; tries < 30; tries++) {
-          r = await apiSafe(gw, 'GET', `/v1/emails/${e.id}/events?limit=100&page=${page}`, { token });
-          if (r.status === 200 || (r.status > 0 && r.status < 500)) break;
-          await sleep(2000);
-        }
+        const r = await apiPatient(gw, 'GET', `/v1/emails/${e.id}/events?limit=100&page=${page}`, { token }, { forMs: 60_000, signal });
         if (r.status !== 200) {
           eventReadErrors += 1;
           return;
@@ -292,13 +287,7 @@ async function listAllEmails(gw, token, signal) {
   const emails = new Map();
   let count = Infinity;
   for (let page = 1; emails.size < count && !signal.aborted; page++) {
-    let r;
-    const until = Date.now() + 120_000;
-    for (;;) {
-      r = await apiSafe(gw, 'GET', `/v1/emails?limit=20&page=${page}`, { token });
-      if (r.status === 200 || (r.status > 0 && r.status < 500) || Date.now() > until || signal.aborted) break;
-      await sleep(2000);
-    }
+    const r = await apiPatient(gw, 'GET', `/v1/emails?limit=20&page=${page}`, { token }, { forMs: 120_000, signal });
     if (r.status !== 200) throw new Error(`GET /v1/emails answered ${r.status} ${JSON.stringify(r.body)}`);
     count = r.body.count;
     if (r.body.data.length === 0) break;

@@ -3,6 +3,7 @@
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import { execFile } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Nearest-rank percentile of numbers (sorted copy); undefined for an empty list. */
 export function percentile(values, p) {
@@ -192,5 +193,18 @@ export async function apiSafe(base, method, path, opts) {
     return await api(base, method, path, opts);
   } catch (error) {
     return { status: 0, body: String(error.cause?.code ?? error.message) };
+  }
+}
+
+/**
+ * apiSafe() asked again every 2 s while the answer is a 5xx or no answer (a busy or restarting platform),
+ * for up to `forMs`; resolves to the last answer.
+ */
+export async function apiPatient(base, method, path, opts, { forMs, signal }) {
+  const until = Date.now() + forMs;
+  for (;;) {
+    const r = await apiSafe(base, method, path, opts);
+    if ((r.status > 0 && r.status < 500) || Date.now() > until || signal?.aborted) return r;
+    await sleep(2000);
   }
 }

@@ -36,7 +36,6 @@ interface MarkDoc {
   doneAt?: Date;
 }
 
-
 export interface CountInput {
   readonly teamId: string;
   readonly emailId: string;

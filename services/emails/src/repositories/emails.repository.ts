@@ -511,7 +511,6 @@ function applyLocally(
   return out as unknown as EmailRecord;
 }
 
-/** insertMany that leaves documents already present alone (a repeated insert of the same ids). */
 /**
  * Inserts, leaving ids that exist as they are. Resolves to the indexes of `docs` known to be inserted
  * now (undefined when the server did not say which failed).

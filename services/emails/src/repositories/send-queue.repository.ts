@@ -78,7 +78,7 @@ function shuffled<T>(items: T[]): T[] {
 export function createSendQueueRepository(db: Db): SendQueueRepository {
   const col: Collection<QueueDoc> = db.collection<QueueDoc>('send_queue');
   /**
-   * Ids that were due and free at the last look, oldest due first. One sorted
+   * Ids that were due and free at the last look (the oldest due, shuffled). One sorted
    * scan of the queue serves up to CANDIDATES claims, each then a plain _id
    * update; the slots of this worker share it, and a refill is shared too.
    */

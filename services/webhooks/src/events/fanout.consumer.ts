@@ -4,7 +4,7 @@ import {
 import { FANOUT_SUBJECTS, isPublicEventType } from '../domain/event-types.js';
 import { serializePayload } from '../domain/payload.js';
 import type { DeliveriesRepository } from '../repositories/deliveries.repository.js';
-import type { WebhooksRepository } from '../repositories/webhooks.repository.js';
+import type { CachedWebhooksRepository } from '../repositories/subscription-cache.js';
 
 /** Durable name shared by every replica: each event is fanned out by one of them. */
 export const FANOUT_DURABLE = 'webhooks-fanout';
@@ -17,7 +17,7 @@ const FANOUT_MAX_DELIVER = 2_016;
 export const CLOCK_SKEW_ALLOWANCE_MS = 60_000;
 
 export interface FanoutDeps {
-  readonly webhooks: WebhooksRepository;
+  readonly webhooks: Pick<CachedWebhooksRepository, 'subscribed'>;
   readonly deliveries: DeliveriesRepository;
   /** Called when deliveries were made (wakes the delivery worker). */
   readonly onDeliveries?: () => void;

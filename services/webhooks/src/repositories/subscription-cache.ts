@@ -28,6 +28,8 @@ export interface SubscriptionCacheOptions {
 }
 
 export interface CachedWebhooksRepository extends WebhooksRepository {
+  /** ACTIVE webhooks of the team subscribed to `type` that existed when the event happened. */
+  subscribed(teamId: string, type: string, eventCreatedAt: Date): Promise<WebhookRecord[]>;
   /** Forgets a team's webhooks (a change seen elsewhere). */
   invalidate(teamId: string): void;
   /** Forgets every team's. */

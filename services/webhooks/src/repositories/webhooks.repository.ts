@@ -1,4 +1,4 @@
-import type { Collection, Db, Filter, UpdateFilter } from 'mongodb';
+import type { Collection, Db, UpdateFilter } from 'mongodb';
 
 export type WebhookStatus = 'ACTIVE' | 'PAUSED' | 'FAILED';
 
@@ -59,9 +59,7 @@ export interface WebhooksRepository {
   update(teamId: string, id: string, patch: WebhookPatch, now: Date): Promise<WebhookRecord | undefined>;
   /** Deletes and returns the webhook as it was. */
   delete(teamId: string, id: string): Promise<WebhookRecord | undefined>;
-  /** ACTIVE webhooks of the team subscribed to `type` that existed when the event happened. */
-  subscribed(teamId: string, type: string, eventCreatedAt: Date): Promise<WebhookRecord[]>;
-  /** Every ACTIVE webhook of the team, whatever it subscribes to. */
+  /** Every ACTIVE webhook of the team, whatever it subscribes to (the fan-out filters them: subscription-cache.ts). */
   active(teamId: string): Promise<WebhookRecord[]>;
   recordSuccess(teamId: string, id: string, at: Date): Promise<void>;
   /**
@@ -122,11 +120,6 @@ export function createWebhooksRepository(db: Db): WebhooksRepository {
     async delete(teamId, id) {
       const d = await col.findOneAndDelete({ _id: id, teamId });
       return d ? toRecord(d) : undefined;
-    },
-
-    async subscribed(teamId, type, eventCreatedAt) {
-      const docs = await col.find({ teamId, status: 'ACTIVE', eventTypes: type, createdAt: { $lte: eventCreatedAt } } as Filter<WebhookDoc>).toArray();
-      return docs.map(toRecord);
     },
 
     async active(teamId) {

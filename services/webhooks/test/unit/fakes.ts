@@ -53,10 +53,6 @@ export function fakeWebhooks(): WebhooksRepository & { rows: Map<string, Mutable
       rows.delete(id);
       return { ...w };
     },
-    async subscribed(teamId, type, at) {
-      return [...rows.values()].filter((w) => w.teamId === teamId && w.status === 'ACTIVE' && w.eventTypes.includes(type) && w.createdAt <= at)
-        .map((w) => ({ ...w }));
-    },
     async active(teamId) {
       return [...rows.values()].filter((w) => w.teamId === teamId && w.status === 'ACTIVE').map((w) => ({ ...w }));
     },

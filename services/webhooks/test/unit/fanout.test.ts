@@ -1,6 +1,7 @@
 import type { EventEnvelope } from '@mailfleet/kit';
 import { describe, expect, it } from 'vitest';
 import { createFanoutHandler } from '../../src/events/fanout.consumer.js';
+import { withSubscriptionCache } from '../../src/repositories/subscription-cache.js';
 import { fakeDeliveries, fakeWebhooks, silentLogger } from './fakes.js';
 
 const meta = { deliveryCount: 1, log: silentLogger };
@@ -12,7 +13,8 @@ function event(type: string, over: Partial<EventEnvelope> = {}): EventEnvelope {
 }
 
 async function setup() {
-  const webhooks = fakeWebhooks();
+  // The fan-out's subscription filter is the cache's; a lifetime of 0 reads the (fake) repository every time.
+  const webhooks = withSubscriptionCache(fakeWebhooks(), { ttlMs: 0 });
   const deliveries = fakeDeliveries();
   let kicks = 0;
   const handler = createFanoutHandler({ webhooks, deliveries, onDeliveries: () => kicks++, now: () => new Date(later) });
