@@ -93,6 +93,19 @@ const ORPHAN_GRACE_MS = 60_000;
 const ORPHAN_RECHECK_MS = 2_000;
 /** Stale entries fixed per claim before giving the worker back an empty hand. */
 const STALE_PER_CLAIM = 20;
+/** How many free entries one look at the queue returns (the soonest due first). */
+const LOOK_LIMIT = 64;
+/** The most entries this replica keeps in view; past it, new ones are left to the next look. */
+const VIEW_LIMIT = 1_000;
+
+export interface DeliveriesRepositoryOptions {
+  /**
+   * The longest a look at the queue serves claims: an entry that another
+   * replica queued, or whose lease lapsed, is seen by this one within it.
+   * This replica's own writes are in view at once.
+   */
+  lookMaxAgeMs?: number;
+}
 
 export interface DeliveriesRepository {
   ensureIndexes(): Promise<void>;
@@ -100,7 +113,10 @@ export interface DeliveriesRepository {
   createPending(input: { teamId: string; webhookId: string; eventId: string; type: string; payload: string; now: Date }): Promise<boolean>;
   /** A delivery that is already finished (test events: attempted before they are stored). */
   insertFinished(input: Omit<DeliveryRecord, 'id'> & { id?: string }): Promise<DeliveryRecord>;
-  /** Claims the most overdue unleased PENDING delivery, skipping parked ones and the webhooks given. */
+  /**
+   * Claims the most overdue unleased PENDING delivery, skipping parked ones and the webhooks given. Claims
+   * choose from this replica's view of the queue (see `createDeliveriesRepository`).
+   */
   claimDue(now: Date, leaseMs: number, excludeWebhookIds: readonly string[]): Promise<ClaimedDelivery | undefined>;
   /** Claims one delivery for a manual retry: 'busy' when another attempt holds it now. */
   claimForRetry(teamId: string, webhookId: string, deliveryId: string, now: Date, leaseMs: number): Promise<ClaimedDelivery | 'busy' | undefined>;
@@ -116,7 +132,10 @@ export interface DeliveriesRepository {
   cancelPending(webhookId: string, reason: string, now: Date): Promise<number>;
   get(teamId: string, webhookId: string, id: string): Promise<DeliveryRecord | undefined>;
   list(teamId: string, webhookId: string, q: { skip: number; limit: number; status?: DeliveryState | undefined }): Promise<{ records: DeliveryRecord[]; count: number }>;
-  /** When the next unparked queued delivery falls due (a claimed one: when its lease ends). */
+  /**
+   * When the next free delivery outside the webhooks given falls due, as far as this replica's view of the
+   * queue knows (no query: the last claim refreshed the view); undefined when it knows of none.
+   */
   nextDueAt(now: Date, excludeWebhookIds: readonly string[]): Promise<Date | undefined>;
   /** Deletes unleased deliveries created before `cutoff`. */
   sweep(cutoff: Date, now: Date): Promise<number>;
@@ -136,28 +155,96 @@ function toRecord(d: DeliveryDoc): DeliveryRecord {
   };
 }
 
-export function createDeliveriesRepository(db: Db): DeliveriesRepository {
+/**
+ * The deliveries and their queue. Claims do not search the queue each time:
+ * on FerretDB any filter other than a plain `_id` scans the whole collection,
+ * and one endpoint's backlog can be tens of thousands of entries. Instead each
+ * replica keeps a view, the ids (with webhook and due time) of free entries
+ * it has seen, from a sorted look at the queue (the LOOK_LIMIT soonest due
+ * outside the webhooks at their cap) plus what it queued itself since. A claim
+ * takes the most overdue eligible id in view with an `_id` update that checks
+ * the entry is still due, free and not parked, so an id another replica took
+ * or changed meanwhile costs one indexed update and leaves the view. A new
+ * look is taken when the view is older than `lookMaxAgeMs`, or when nothing
+ * in view is eligible and the last look cannot vouch that nothing else is:
+ * it was cut off at its limit with entries still due, or it skipped a webhook
+ * that is no longer at its cap. So a backlog of one webhook costs one look per
+ * `lookMaxAgeMs`, not one (or two) per delivery.
+ */
+export function createDeliveriesRepository(db: Db, options: DeliveriesRepositoryOptions = {}): DeliveriesRepository {
   const col: Collection<DeliveryDoc> = db.collection<DeliveryDoc>('deliveries');
   const queue: Collection<QueueDoc> = db.collection<QueueDoc>('delivery_queue');
+  const lookMaxAgeMs = options.lookMaxAgeMs ?? 5_000;
 
-  const queueable = (exclude: readonly string[]): Filter<QueueDoc> => ({
-    parked: { $ne: true },
-    ...(exclude.length > 0 ? { webhookId: { $nin: [...exclude] } } : {}),
-  });
+  /** Free entries seen by the last looks or queued here since: delivery id -> webhook and due time. */
+  const view = new Map<string, { webhookId: string; due: number }>();
+  /** The last look: when, which webhooks it skipped, and whether every entry due then outside them is in view. */
+  const look = { at: Number.NEGATIVE_INFINITY, skipped: new Set<string>(), complete: false };
+  let looking: Promise<void> | undefined;
+
+  function see(id: string, webhookId: string, due: Date): void {
+    if (view.has(id) || view.size < VIEW_LIMIT) view.set(id, { webhookId, due: due.getTime() });
+    else look.complete = false;
+  }
+
+  function lookAgain(now: Date, exclude: readonly string[]): Promise<void> {
+    looking ??= (async () => {
+      try {
+        const docs = await queue.find(
+          { parked: { $ne: true }, leaseUntil: { $lte: now }, ...(exclude.length > 0 ? { webhookId: { $nin: [...exclude] } } : {}) },
+          { projection: { _id: 1, webhookId: 1, due: 1 }, sort: { due: 1 }, limit: LOOK_LIMIT },
+        ).toArray();
+        for (const d of docs) view.set(d._id, { webhookId: d.webhookId, due: d.due.getTime() });
+        const last = docs[docs.length - 1];
+        look.at = now.getTime();
+        look.skipped = new Set(exclude);
+        look.complete = docs.length < LOOK_LIMIT || (last !== undefined && last.due.getTime() > now.getTime());
+      } finally {
+        looking = undefined;
+      }
+    })();
+    return looking;
+  }
+
+  /** The most overdue id in view that is due and whose webhook is not skipped. */
+  function pick(now: Date, exclude: ReadonlySet<string>): string | undefined {
+    let best: string | undefined;
+    let bestDue = Number.POSITIVE_INFINITY;
+    for (const [id, e] of view) {
+      if (e.due <= now.getTime() && e.due < bestDue && !exclude.has(e.webhookId)) {
+        best = id;
+        bestDue = e.due;
+      }
+    }
+    return best;
+  }
+
+  function mustLook(now: Date, exclude: ReadonlySet<string>, eligible: boolean): boolean {
+    if (now.getTime() - look.at >= lookMaxAgeMs) return true;
+    if (eligible) return false;
+    return !(look.complete && [...look.skipped].every((w) => exclude.has(w)));
+  }
 
   /** The entry follows its delivery: looked at again at `due` (created if missing), not parked. */
   async function requeue(id: string, webhookId: string, due: Date, parked = false): Promise<void> {
+    view.delete(id);
     await queue.updateOne(
       { _id: id },
       { $set: { webhookId, due, leaseUntil: EPOCH, ...(parked ? { parked: true } : {}) }, ...(parked ? {} : { $unset: { parked: '' } }), $setOnInsert: { createdAt: new Date() } },
       { upsert: true },
     );
+    if (!parked) see(id, webhookId, due);
+  }
+
+  async function dequeue(id: string): Promise<void> {
+    view.delete(id);
+    await queue.deleteOne({ _id: id });
   }
 
   /** After a written result: a delivery still PENDING waits for its next attempt, a final one leaves the queue. */
   async function follow(d: DeliveryDoc): Promise<void> {
     if (d.status === 'PENDING') await requeue(d._id, d.webhookId, d.nextAttemptAt ?? new Date());
-    else await queue.deleteOne({ _id: d._id });
+    else await dequeue(d._id);
   }
 
   /** A claimed entry whose delivery could not be locked: put it where it belongs (or drop it). */
@@ -167,17 +254,19 @@ export function createDeliveriesRepository(db: Db): DeliveriesRepository {
       if (now.getTime() - entry.createdAt.getTime() < ORPHAN_GRACE_MS) {
         await queue.updateOne({ _id: entry._id }, { $set: { leaseUntil: new Date(now.getTime() + ORPHAN_RECHECK_MS) } });
       } else {
-        await queue.deleteOne({ _id: entry._id });
+        await dequeue(entry._id);
       }
       return;
     }
     if (d.status !== 'PENDING') {
-      await queue.deleteOne({ _id: entry._id });
+      await dequeue(entry._id);
       return;
     }
     // Held by another attempt (a manual retry) or not due yet: look again when that changes.
     const leased = d.leaseUntil.getTime() >= now.getTime() ? new Date(d.leaseUntil.getTime() + 1) : EPOCH;
-    await queue.updateOne({ _id: entry._id }, { $set: { due: d.nextAttemptAt ?? now, leaseUntil: leased } });
+    const due = d.nextAttemptAt ?? now;
+    await queue.updateOne({ _id: entry._id }, { $set: { due, leaseUntil: leased } });
+    if (leased === EPOCH) see(entry._id, entry.webhookId, due);
   }
 
   return {
@@ -201,6 +290,7 @@ export function createDeliveriesRepository(db: Db): DeliveriesRepository {
           payload: input.payload, status: 'PENDING', attempt: 0, nextAttemptAt: input.now, lastError: null, responseStatus: null,
           responseTimeMs: null, responseText: null, createdAt: input.now, updatedAt: input.now, leaseUntil: EPOCH,
         });
+        see(id, input.webhookId, input.now);
         return true;
       } catch (err) {
         await queue.deleteOne({ _id: id }).catch(() => undefined);
@@ -223,14 +313,24 @@ export function createDeliveriesRepository(db: Db): DeliveriesRepository {
 
     async claimDue(now, leaseMs, exclude) {
       const leaseUntil = new Date(now.getTime() + leaseMs);
-      for (let i = 0; i < STALE_PER_CLAIM; i++) {
+      const skip = new Set(exclude);
+      for (let i = 0, looked = false; i < STALE_PER_CLAIM; i++) {
+        let id = pick(now, skip);
+        if (!looked && mustLook(now, skip, id !== undefined)) {
+          await lookAgain(now, exclude);
+          looked = true;
+          id = pick(now, skip);
+        }
+        if (id === undefined) return undefined;
+        view.delete(id);
         // The entry is leased too: other workers pass it by, and a crash makes it claimable again when the lease ends.
         const entry = await queue.findOneAndUpdate(
-          { ...queueable(exclude), due: { $lte: now }, leaseUntil: { $lte: now } },
+          { _id: id, parked: { $ne: true }, due: { $lte: now }, leaseUntil: { $lte: now } },
           { $set: { leaseUntil } },
-          { sort: { due: 1 }, returnDocument: 'before' },
+          { returnDocument: 'before' },
         );
-        if (!entry) return undefined;
+        // Taken, changed or gone since it came into view: the next one.
+        if (!entry) continue;
         const leaseToken = randomUUID();
         // The lock itself, on the delivery by its id: free, still PENDING and due.
         const d = await col.findOneAndUpdate(
@@ -286,11 +386,14 @@ export function createDeliveriesRepository(db: Db): DeliveriesRepository {
       );
       if (!d) return;
       if (d.status === 'PENDING') await requeue(d._id, d.webhookId, d.nextAttemptAt ?? new Date(), true);
-      else await queue.deleteOne({ _id: d._id });
+      else await dequeue(d._id);
     },
 
     async unpark(webhookId) {
-      return (await queue.updateMany({ webhookId, parked: true }, { $unset: { parked: '' } })).modifiedCount;
+      const n = (await queue.updateMany({ webhookId, parked: true }, { $unset: { parked: '' } })).modifiedCount;
+      // Released entries are not in view: the next claim looks.
+      if (n > 0) look.at = Number.NEGATIVE_INFINITY;
+      return n;
     },
 
     async cancelPending(webhookId, reason, now) {
@@ -304,7 +407,7 @@ export function createDeliveriesRepository(db: Db): DeliveriesRepository {
         );
         n += res.modifiedCount;
         // An attempt in flight that records a retry afterwards queues it again (and its next attempt finds no webhook).
-        await queue.deleteOne({ _id: e._id });
+        await dequeue(e._id);
       }
       return n;
     },
@@ -324,13 +427,10 @@ export function createDeliveriesRepository(db: Db): DeliveriesRepository {
     },
 
     async nextDueAt(now, exclude) {
-      // The queue is small: the first free entry by due time, and the first lease to end.
-      const [[free], [leased]] = await Promise.all([
-        queue.find({ ...queueable(exclude), leaseUntil: { $lte: now } }, { projection: { due: 1 } }).sort({ due: 1 }).limit(1).toArray(),
-        queue.find({ ...queueable(exclude), leaseUntil: { $gt: now } }, { projection: { leaseUntil: 1 } }).sort({ leaseUntil: 1 }).limit(1).toArray(),
-      ]);
-      const times = [free?.due, leased?.leaseUntil].filter((t): t is Date => t !== undefined).map((t) => t.getTime());
-      return times.length > 0 ? new Date(Math.min(...times)) : undefined;
+      const skip = new Set(exclude);
+      let next = Number.POSITIVE_INFINITY;
+      for (const e of view.values()) if (!skip.has(e.webhookId) && e.due < next) next = e.due;
+      return Number.isFinite(next) ? new Date(Math.max(next, now.getTime())) : undefined;
     },
 
     async sweep(cutoff, now) {
@@ -349,6 +449,7 @@ export function createDeliveriesRepository(db: Db): DeliveriesRepository {
         );
         n += res.upsertedCount;
       }
+      if (n > 0) look.at = Number.NEGATIVE_INFINITY;
       return n;
     },
   };
