@@ -439,8 +439,12 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
 
     async repairQueue(now) {
       const pending = await col.find({ status: 'PENDING' }, { projection: { _id: 1, webhookId: 1, nextAttemptAt: 1, leaseUntil: 1 } }).toArray();
+      // Read after the pending ones: an entry queued meanwhile is here. Only the missing are written (a restart
+      // during a backlog used to upsert every one of them: 7,635 writes in the 5,000-contact drill).
+      const queued = new Set((await queue.find({}, { projection: { _id: 1 } }).toArray()).map((e) => e._id));
       let n = 0;
       for (const d of pending) {
+        if (queued.has(d._id)) continue;
         const leaseUntil = d.leaseUntil.getTime() >= now.getTime() ? new Date(d.leaseUntil.getTime() + 1) : EPOCH;
         const res = await queue.updateOne(
           { _id: d._id },
