@@ -372,12 +372,35 @@ async function eventPipeline({ gw, team, params, resources, signal }) {
   const done = () => published.length === total && counterAt.every((t) => t !== undefined) && feedAt.size === total
     && (webhookReason !== undefined || webhookAt.size === total);
   let giveUpAt = Infinity;
+  const since = new Date(Date.now() - 1000).toISOString();
+  /**
+   * The feed's newest DELIVERED events since the run began, a page of 100 at a time until a page brings nothing
+   * new: more than 100 can arrive between two polls when the platform is busy (polls then take seconds).
+   */
+  const readFeed = async () => {
+    for (let page = 1; page <= 20; page++) {
+      const feed = await api(gw, 'GET', `/v1/events?status=DELIVERED&limit=100&page=${page}&startDate=${encodeURIComponent(since)}`, { token })
+        .catch(() => undefined);
+      if (feed?.status !== 200) return false;
+      const at = Date.now();
+      const events = feed.body.events ?? [];
+      let fresh = 0;
+      for (const e of events) {
+        if (byEmail.has(e.emailId) && !feedAt.has(e.emailId)) {
+          feedAt.set(e.emailId, at);
+          fresh += 1;
+        }
+      }
+      if (events.length < 100 || fresh === 0) return true;
+    }
+    return true;
+  };
   const poller = (async () => {
     while (!signal.aborted && (publishing || (!done() && Date.now() < giveUpAt))) {
       const tick = Date.now();
-      const [stats, feed] = await Promise.all([
+      const [stats, feedRead] = await Promise.all([
         statsReason ? undefined : api(gw, 'GET', '/v1/stats', { token }).catch(() => undefined),
-        api(gw, 'GET', '/v1/events?status=DELIVERED&limit=100', { token }).catch(() => undefined),
+        readFeed(),
       ]);
       const at = Date.now();
       polls += 1;
@@ -385,9 +408,7 @@ async function eventPipeline({ gw, team, params, resources, signal }) {
         const reflected = Math.min(total, stats.body.totalDelivered - baseCount);
         for (let k = 0; k < reflected; k++) if (counterAt[k] === undefined) counterAt[k] = at;
       } else if (!statsReason) pollErrors += 1;
-      if (feed?.status === 200) {
-        for (const e of feed.body.events ?? []) if (byEmail.has(e.emailId) && !feedAt.has(e.emailId)) feedAt.set(e.emailId, at);
-      } else pollErrors += 1;
+      if (!feedRead) pollErrors += 1;
       await sleep(Math.max(0, params.pollMs - (Date.now() - tick)));
     }
   })();
@@ -439,7 +460,7 @@ async function eventPipeline({ gw, team, params, resources, signal }) {
     analyticsCounter: section(statsReason, lags((_p, k) => counterAt[k]),
       'GET /v1/stats totalDelivered polled; the k-th published event counts as reflected when the total first reaches k (response arrival time)'),
     analyticsFeed: section(undefined, lags((p) => feedAt.get(p.emailId)),
-      'GET /v1/events?status=DELIVERED polled; arrival = first response listing the email id'),
+      'GET /v1/events?status=DELIVERED&startDate=<run start> polled, paged until a page brings nothing new; arrival = first response listing the email id'),
     webhook: section(webhookReason, lags((p) => webhookAt.get(p.eventId)), 'HTTPS receiver; arrival = first request carrying the event id'),
   };
 }
