@@ -77,10 +77,8 @@ export async function runBench(params) {
     say(`SMTP sink raw accept rate: ${params.smtpMessages} messages over a nodemailer pool`);
     const sinkRawAccept = await sinkAcceptRate(platform.smtpUrl, params, signal);
     checkAbort();
-    result.campaignFanOut = {
-      campaign: await campaignFanOut({ session, params, sendBacklog: send.available ? Math.max(0, send.ok2xx - send.sink.deliveredAfterDrain) : 0 }),
-      sinkRawAccept,
-    };
+    const fanOut = await campaignFanOut({ session, params, sendBacklog: send.available ? Math.max(0, send.ok2xx - send.sink.deliveredAfterDrain) : 0 });
+    result.campaignFanOut = { campaign: fanOut.section, sinkRawAccept };
 
     // --- event pipeline --------------------------------------------------------------------
     checkAbort();
@@ -89,15 +87,11 @@ export async function runBench(params) {
     // The campaign's own events (several per mail) are still being consumed: measured lags would be
     // the time to work off that backlog. Wait until the analytics and webhooks consumers are idle.
     result.campaignEventBacklog = await consumersIdle(resources.nats, ['analytics-email-events', 'webhooks-fanout'], params.drainS * 1000, signal);
-    const fanOut = result.campaignFanOut.campaign;
-    if (fanOut.available) {
-      // A counter still short after the wait above is read once more now that the event consumers are idle: slow, or lost?
-      const { campaignId, token, ...rest } = fanOut;
-      result.campaignFanOut.campaign = rest;
-      if (rest.counters && rest.counters.delivered < rest.contacts) {
-        const c = await api(gw, 'GET', `/v1/campaigns/${campaignId}`, { token });
-        if (c.status === 200) rest.deliveredCounterAfterEventsConsumed = c.body.delivered;
-      }
+    // A counter still short after the wait above is read once more now that the event consumers are idle: slow, or lost?
+    const campaign = result.campaignFanOut.campaign;
+    if (campaign.available && campaign.counters && campaign.counters.delivered < campaign.contacts) {
+      const c = await fanOut.readCampaign();
+      if (c.status === 200) campaign.deliveredCounterAfterEventsConsumed = c.body.delivered;
     }
     result.eventPipeline = await eventPipeline({ gw, team: eventTeam, params, resources, signal });
 
@@ -117,12 +111,13 @@ export async function runBench(params) {
  * A campaign to a book of params.campaignContacts through the public API: a team, a verified domain, the book
  * filled with the bulk endpoint, then POST /v1/campaigns with sendNow, batchSize 100,000 and the smallest window the API allows,
  * followed until every contact's message is in the sink and the campaign is COMPLETED (or the stall/timeout limit).
+ * Resolves to the report's section and, when it ran, a way to read the campaign again later.
  */
 async function campaignFanOut({ session, params, sendBacklog }) {
   const { gw, platform, signal } = session;
   const notAvailable = (reason) => {
     say(`campaign fan-out not available: ${reason}`);
-    return { available: false, reason };
+    return { section: { available: false, reason } };
   };
   const team = await session.newTeam('bench-campaign');
   const probe = await api(gw, 'GET', '/v1/campaigns', { token: team.token });
@@ -140,6 +135,7 @@ async function campaignFanOut({ session, params, sendBacklog }) {
     gw, token: team.token, campaignId: started.id, addresses, watcher, startedAtMs: started.startedAtMs,
     stallMs: params.drainS * 1000, timeoutMs: params.campaignTimeoutS * 1000, signal, say,
   });
+  const readCampaign = () => api(gw, 'GET', `/v1/campaigns/${started.id}`, { token: team.token });
   const outcome = await follow.done;
   const figures = campaignFigures(follow.state, { contacts: addresses.length, startedAtMs: started.startedAtMs, outcome });
   // The campaign's own delivered counter (the campaigns service's consumer of email.delivered) catching up:
@@ -148,7 +144,7 @@ async function campaignFanOut({ session, params, sendBacklog }) {
   if (outcome === 'complete') {
     const t0 = Date.now();
     while (!signal.aborted && Date.now() - t0 < params.drainS * 1000) {
-      const c = await api(gw, 'GET', `/v1/campaigns/${started.id}`, { token: team.token });
+      const c = await readCampaign();
       if (c.status === 200) {
         figures.counters = Object.fromEntries(['total', 'sent', 'delivered', 'bounced', 'complained'].map((k) => [k, c.body[k]]));
         if (c.body.delivered >= addresses.length) {
@@ -159,10 +155,11 @@ async function campaignFanOut({ session, params, sendBacklog }) {
       await sleep(500);
     }
   }
-  return {
+  const section = {
     available: true, ...figures, batchSize: started.batchSize, batchWindowMinutes: started.batchWindowMinutes, bookSeconds: book.seconds, deliveredCounterAfterLastMessageS: countersS,
-    sendPathBacklogAtStart: sendBacklog, campaignId: started.id, token: team.token,
+    sendPathBacklogAtStart: sendBacklog,
   };
+  return { section, readCampaign };
 }
 
 function cannon(resources, opts) {
@@ -398,9 +395,10 @@ async function eventPipeline({ gw, team, params, resources, signal }) {
       const events = feed.body.events ?? [];
       let fresh = 0;
       for (const e of events) {
-        if (byEmail.has(e.emailId)) inFeed.add(e.emailId);
+        if (!byEmail.has(e.emailId)) continue;
         // The full read at the end only counts: an arrival time it gave would be its own, not the event's.
-        if (!full && byEmail.has(e.emailId) && !feedAt.has(e.emailId)) {
+        if (full) inFeed.add(e.emailId);
+        else if (!feedAt.has(e.emailId)) {
           feedAt.set(e.emailId, at);
           fresh += 1;
         }
@@ -457,7 +455,6 @@ async function eventPipeline({ gw, team, params, resources, signal }) {
   const pollSeconds = (Date.now() - t0) / 1000;
   // Which events the polls never saw arrive are in the feed all the same (a late arrival time unknown), and which are not.
   const seenByPolls = feedAt.size;
-  inFeed.clear();
   const finalRead = await readFeed(true);
 
   const lags = (times) => {

@@ -419,11 +419,10 @@ describe('counters and unsubscribes', () => {
     });
     expect(await get(c.id)).toMatchObject({ sent: 1, delivered: 1 });
     // The last step (unpend) follows the finished mark: wait for it rather than race it.
-    const pendingLeft = await waitFor('the pending list emptied', async () => {
+    await waitFor('the pending list emptied', async () => {
       const doc = await db.collection('campaigns').findOne({ _id: c.id as never });
-      return ((doc?.pending ?? []) as string[]).length === 0 ? (doc?.pending ?? []) : undefined;
+      return ((doc?.pending ?? []) as string[]).length === 0 ? true : undefined;
     });
-    expect(pendingLeft).toEqual([]);
     expect(await get(c.id)).toMatchObject({ sent: 1, delivered: 1 });
   });
 
