@@ -42,3 +42,12 @@ export {
 export { startControlServer, type ControlRoutes, type ControlServer } from './control-server.js';
 export { startE2eEnvironment, type E2eEnvironment, type E2eProvided, type StartE2eEnvironmentOptions } from './e2e-environment.js';
 export { awayFromUtcMidnight } from './day-boundary.js';
+export {
+  countStorageOps,
+  connectCountingClient,
+  commandCollection,
+  NON_STORAGE_COMMANDS,
+  type StorageOpCount,
+  type StorageOpsCounter,
+  type StorageOpsReport,
+} from './storage-ops.js';
