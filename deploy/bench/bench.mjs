@@ -13,12 +13,33 @@ import nodemailer from 'nodemailer';
 import { connect } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { CAMPAIGN_ENV, campaignAddresses, campaignFigures, createBook, followCampaign, startCampaign } from './campaign.mjs';
-import { api, fmt, platformRss, round, sinkCount, sinkWatcher, summarize, table } from './lib.mjs';
+import { api, apiSafe, fmt, mapLimit, platformRss, round, sinkCount, sinkWatcher, summarize, table } from './lib.mjs';
 import { fileStamp, repoRoot, withPlatform } from './platform.mjs';
+import { idleRate, phaseOps, pollCost, storeStats } from './storage.mjs';
 
 const say = (message) => process.stderr.write(`[bench] ${message}\n`);
 /** How long to wait for a backlog (sink deliveries, event arrivals) once the load stopped. */
 const DRAIN_LIMIT_MS = 60_000;
+/** Emails per POST /v1/emails/batch request (the API's maximum). */
+const BATCH_ITEMS = 100;
+/** How often the storage phases ask the API whether the phase is over: rarely, since each ask costs the store too. */
+const OPS_POLL_MS = 1000;
+/** Calls of each poll the bench makes during a storage phase, to learn what one costs the store. */
+const POLL_COST_SAMPLES = 20;
+
+/** Issue 18's targets ("What `npm run bench` must show"). */
+export const TARGETS = {
+  singleSendOpsPerEmail: 4,
+  campaignOpsPerEmail: 3,
+  sendOverRawInsert: 0.5,
+  sendP99Ms: 100,
+  batchOverRawInsert: 2,
+  campaignPerMinute: 30_000,
+  sinkOverCampaign: 5,
+  eventLagP99Ms: 2000,
+  rssIdleMiB: 1.2 * 1024,
+  rssEndMiB: 1.6 * 1024,
+};
 
 /** Runs the whole bench; resolves to the process exit code. */
 export async function runBench(params) {
@@ -37,7 +58,7 @@ export async function runBench(params) {
     parameters: { ...params, drainLimitMs: DRAIN_LIMIT_MS },
   };
 
-  return withPlatform({ tag: 'bench', keep: params.keep, env: CAMPAIGN_ENV, say }, async (session) => {
+  return withPlatform({ tag: 'bench', keep: params.keep, env: CAMPAIGN_ENV, say, ferretdbStats: true }, async (session) => {
     const { platform, gw, signal, checkAbort } = session;
     const resources = { receiver: undefined, nats: undefined, cannon: undefined };
     session.defer(() => resources.nats?.close());
@@ -45,9 +66,23 @@ export async function runBench(params) {
     result.bootSeconds = session.bootSeconds;
     await sleep(2000);
     result.memoryIdleMiB = platformRss();
+    resources.nats = await connect({ servers: platform.natsUrl });
 
     const sendTeam = await session.newTeam('bench-send');
     const eventTeam = await session.newTeam('bench-events');
+
+    // --- storage operations per single send -------------------------------------------------
+    checkAbort();
+    const { NON_STORAGE_COMMANDS } = await import(new URL(`file://${path.join(repoRoot, 'services/testkit/dist/storage-ops.js')}`).href);
+    const ops = {
+      stats: storeStats({ file: session.ferretdbStatsFile, nonStorage: NON_STORAGE_COMMANDS, excludeDbs: ['bench_raw'] }),
+      idle: undefined,
+      statsPollCost: undefined,
+    };
+    say('storage operations: the idle background, then one single send phase');
+    ops.idle = await idleRate(ops.stats, signal);
+    result.storageOps = { idlePerSecond: ops.idle.perSecond, idleWindowS: ops.idle.seconds };
+    result.storageOps.singleSend = await singleSendOps({ session, ops, params, nats: resources.nats });
 
     // --- send path -------------------------------------------------------------------------
     const load = { connections: params.connections, duration: params.durationS };
@@ -77,16 +112,18 @@ export async function runBench(params) {
     say(`SMTP sink raw accept rate: ${params.smtpMessages} messages over a nodemailer pool`);
     const sinkRawAccept = await sinkAcceptRate(platform.smtpUrl, params, signal);
     checkAbort();
-    const fanOut = await campaignFanOut({ session, params, sendBacklog: send.available ? Math.max(0, send.ok2xx - send.sink.deliveredAfterDrain) : 0 });
+    const fanOut = await campaignFanOut({
+      session, params, ops, nats: resources.nats, sendBacklog: send.available ? Math.max(0, send.ok2xx - send.sink.deliveredAfterDrain) : 0,
+    });
     result.campaignFanOut = { campaign: fanOut.section, sinkRawAccept };
+    result.storageOps.campaign = fanOut.storageOps ?? { available: false, reason: fanOut.section.reason };
 
     // --- event pipeline --------------------------------------------------------------------
     checkAbort();
     resources.receiver = await session.startReceiver();
-    resources.nats = await connect({ servers: platform.natsUrl });
     // The campaign's own events (several per mail) are still being consumed: measured lags would be
-    // the time to work off that backlog. Wait until the analytics and webhooks consumers are idle.
-    result.campaignEventBacklog = await consumersIdle(resources.nats, ['analytics-email-events', 'webhooks-fanout'], params.drainS * 1000, signal);
+    // the time to work off that backlog. Wait until every consumer of the event stream is idle.
+    result.campaignEventBacklog = await consumersIdle(resources.nats, undefined, params.drainS * 1000, signal);
     // A counter still short after the wait above is read once more now that the event consumers are idle: slow, or lost?
     const campaign = result.campaignFanOut.campaign;
     if (campaign.available && campaign.counters && campaign.counters.delivered < campaign.contacts) {
@@ -95,9 +132,20 @@ export async function runBench(params) {
     }
     result.eventPipeline = await eventPipeline({ gw, team: eventTeam, params, resources, signal });
 
+    // --- batch send ------------------------------------------------------------------------
+    // Last: its emails (tens of thousands) are delivered long after the load, which would skew every phase after it.
+    checkAbort();
+    const batch = await batchSend({ gw, token: sendTeam.token, domainName: send.domainName, params, resources });
+    result.sendPath.batch = batch;
+    result.sendPath.ratios = {
+      ...result.sendPath.ratios,
+      batchAcceptedOverRawInsert: batch.available && rawInsert.perSecond > 0 ? round(batch.acceptedEmailsPerSecond / rawInsert.perSecond, 3) : null,
+    };
+
     result.memoryEndMiB = platformRss();
     result.finishedAt = new Date().toISOString();
     result.machine.loadAverageAtEnd = os.loadavg().map((l) => round(l));
+    result.targets = targetChecks(result);
 
     const file = path.join(repoRoot, 'bench-results', `bench-${fileStamp(startedAt)}.json`);
     await fsp.mkdir(path.dirname(file), { recursive: true });
@@ -113,7 +161,7 @@ export async function runBench(params) {
  * followed until every contact's message is in the sink and the campaign is COMPLETED (or the stall/timeout limit).
  * Resolves to the report's section and, when it ran, a way to read the campaign again later.
  */
-async function campaignFanOut({ session, params, sendBacklog }) {
+async function campaignFanOut({ session, params, ops, nats, sendBacklog }) {
   const { gw, platform, signal } = session;
   const notAvailable = (reason) => {
     say(`campaign fan-out not available: ${reason}`);
@@ -129,6 +177,8 @@ async function campaignFanOut({ session, params, sendBacklog }) {
   const book = await createBook({ gw, token: team.token, addresses, say, signal });
   const watcher = sinkWatcher(platform.mailDir);
   await watcher.skipExisting();
+  // Storage operations from sendNow on (the contacts are stored already, as they would be for a real campaign).
+  const before = await ops.stats.snapshot(Date.now(), signal);
   const started = await startCampaign({ gw, token: team.token, from: `Bench News <news@${domain.name}>`, bookId: book.bookId, name: 'bench fan-out' });
   say(`campaign to ${book.stored} contacts: sendNow, batchSize ${started.batchSize}, window ${started.batchWindowMinutes} min`);
   const follow = followCampaign({
@@ -141,10 +191,12 @@ async function campaignFanOut({ session, params, sendBacklog }) {
   // The campaign's own delivered counter (the campaigns service's consumer of email.delivered) catching up:
   // after that the event consumers are idle again before the event pipeline is measured.
   let countersS = null;
+  let counterReads = 0;
   if (outcome === 'complete') {
     const t0 = Date.now();
     while (!signal.aborted && Date.now() - t0 < params.drainS * 1000) {
       const c = await readCampaign();
+      counterReads += 1;
       if (c.status === 200) {
         figures.counters = Object.fromEntries(['total', 'sent', 'delivered', 'bounced', 'complained'].map((k) => [k, c.body[k]]));
         if (c.body.delivered >= addresses.length) {
@@ -159,7 +211,134 @@ async function campaignFanOut({ session, params, sendBacklog }) {
     available: true, ...figures, batchSize: started.batchSize, batchWindowMinutes: started.batchWindowMinutes, bookSeconds: book.seconds, deliveredCounterAfterLastMessageS: countersS,
     sendPathBacklogAtStart: sendBacklog,
   };
-  return { section, readCampaign };
+
+  // Every email counted in analytics too, and every consumer done with the campaign's events, before the "after" snapshot.
+  const counted = await analyticsCounted({ gw, token: team.token, want: addresses.length, stallMs: params.drainS * 1000, signal });
+  const idle = await consumersIdle(nats, undefined, params.drainS * 1000, signal, 'the campaign');
+  const after = await ops.stats.snapshot(Date.now(), signal);
+  const campaignPollCost = await pollCost(ops.stats, ops.idle, readCampaign, POLL_COST_SAMPLES, signal);
+  const campaignReads = follow.state.polls + counterReads;
+  const delivered = section.counters?.delivered ?? 0;
+  const storageOps = {
+    available: true,
+    complete: outcome === 'complete' && delivered >= addresses.length && counted.delivered >= addresses.length,
+    campaignDeliveredCounter: delivered,
+    analyticsDelivered: counted.delivered,
+    consumersIdle: idle,
+    benchPolls: {
+      'GET /v1/campaigns/{id}': { count: campaignReads, opsPerPoll: campaignPollCost.perPoll },
+      'GET /v1/stats': { count: counted.polls, opsPerPoll: ops.statsPollCost.perPoll },
+    },
+    ...phaseOps({
+      a: before, b: after, emails: addresses.length, idle: ops.idle,
+      polls: [{ count: campaignReads, cost: campaignPollCost }, { count: counted.polls, cost: ops.statsPollCost }],
+    }),
+  };
+  say(`campaign: ${storageOps.perEmail} storage operations per email`);
+  return { section, readCampaign, storageOps };
+}
+
+/**
+ * Polls GET /v1/stats (every OPS_POLL_MS) until the team's totalDelivered reaches `want`, or it stops moving
+ * for `stallMs`. Resolves to {delivered, polls, seconds}.
+ */
+async function analyticsCounted({ gw, token, want, stallMs, signal }) {
+  const t0 = Date.now();
+  let delivered = -1;
+  let polls = 0;
+  let lastChange = Date.now();
+  while (!signal.aborted) {
+    const r = await apiSafe(gw, 'GET', '/v1/stats', { token });
+    polls += 1;
+    const now = r.status === 200 ? r.body.totalDelivered : delivered;
+    if (now !== delivered) lastChange = Date.now();
+    delivered = now;
+    if (delivered >= want || Date.now() - lastChange > stallMs) break;
+    await sleep(OPS_POLL_MS);
+  }
+  return { delivered: Math.max(0, delivered), polls, seconds: round((Date.now() - t0) / 1000, 1) };
+}
+
+/**
+ * Storage operations per single send: `--ops-emails` POST /v1/emails (one recipient each, `--connections` at a
+ * time) by a team of their own, from the first POST until analytics counted every one DELIVERED and every
+ * consumer of the event stream is idle. What the bench's own polls cost is measured and taken off.
+ */
+async function singleSendOps({ session, ops, params, nats }) {
+  const { gw, signal } = session;
+  const team = await session.newTeam('bench-ops');
+  const domain = await session.verifiedDomain(team.token, 'ops');
+  if (!domain.available) return { available: false, reason: domain.reason };
+  const statsPoll = () => apiSafe(gw, 'GET', '/v1/stats', { token: team.token });
+  ops.statsPollCost = await pollCost(ops.stats, ops.idle, statsPoll, POLL_COST_SAMPLES, signal);
+  const email = {
+    from: `Bench <bench@${domain.name}>`,
+    to: ['reader@inbox.mailfleet-bench.test'],
+    subject: 'mailfleet storage operations',
+    html: `<p>${'Hello from the mailfleet bench. '.repeat(16)}</p>`,
+    text: 'Hello from the mailfleet bench.',
+  };
+  say(`single send: ${params.opsEmails} POST /v1/emails, ${params.connections} at a time, until DELIVERED and counted`);
+  const before = await ops.stats.snapshot(Date.now(), signal);
+  const t0 = Date.now();
+  const answers = await mapLimit(Array.from({ length: params.opsEmails }), params.connections, () =>
+    signal.aborted ? { status: 0 } : apiSafe(gw, 'POST', '/v1/emails', { token: team.token, body: email }));
+  const ids = answers.filter((a) => a.status === 200).map((a) => a.body.id);
+  if (ids.length === 0) return { available: false, reason: `POST /v1/emails answered ${answers[0]?.status} ${JSON.stringify(answers[0]?.body)}` };
+  const postSeconds = round((Date.now() - t0) / 1000, 1);
+  const counted = await analyticsCounted({ gw, token: team.token, want: ids.length, stallMs: params.drainS * 1000, signal });
+  const idle = await consumersIdle(nats, undefined, params.drainS * 1000, signal, 'the single sends');
+  const after = await ops.stats.snapshot(Date.now(), signal);
+  // Read after the snapshot, so these reads are not counted: is every email DELIVERED?
+  const want = new Set(ids);
+  let deliveredStatus = 0;
+  for (let page = 1; page <= Math.ceil(ids.length / 20) + 1 && !signal.aborted; page++) {
+    const list = await apiSafe(gw, 'GET', `/v1/emails?limit=20&page=${page}`, { token: team.token });
+    const data = list.status === 200 ? list.body.data ?? [] : [];
+    deliveredStatus += data.filter((e) => want.has(e.id) && e.latestStatus === 'DELIVERED').length;
+    if (data.length < 20) break;
+  }
+  const result = {
+    available: true,
+    accepted: ids.length,
+    refused: answers.length - ids.length,
+    postSeconds,
+    analyticsDelivered: counted.delivered,
+    analyticsCountedS: round((Date.now() - t0) / 1000, 1),
+    deliveredStatusAfter: deliveredStatus,
+    complete: counted.delivered >= ids.length && deliveredStatus >= ids.length,
+    consumersIdle: idle,
+    benchPolls: { 'GET /v1/stats': { count: counted.polls, opsPerPoll: ops.statsPollCost.perPoll } },
+    ...phaseOps({ a: before, b: after, emails: ids.length, idle: ops.idle, polls: [{ count: counted.polls, cost: ops.statsPollCost }] }),
+  };
+  say(`single send: ${result.perEmail} storage operations per email`);
+  return result;
+}
+
+/** POST /v1/emails/batch with BATCH_ITEMS emails per request, `--batch-connections` at a time, for `--duration`. */
+async function batchSend({ gw, token, domainName, params, resources }) {
+  const notAvailable = (reason) => {
+    say(`batch send not available: ${reason}`);
+    return { available: false, reason };
+  };
+  if (!domainName) return notAvailable('no verified domain (the send path was not available)');
+  const items = Array.from({ length: BATCH_ITEMS }, (_, i) => ({
+    from: `Bench <bench@${domainName}>`,
+    to: [`reader+${i}@inbox.mailfleet-bench.test`],
+    subject: `mailfleet batch bench ${i}`,
+    html: `<p>${'Hello from the mailfleet bench. '.repeat(16)}</p>`,
+    text: 'Hello from the mailfleet bench.',
+  }));
+  const probe = await api(gw, 'POST', '/v1/emails/batch', { token, body: items });
+  if (probe.status !== 200) return notAvailable(`POST /v1/emails/batch answers ${probe.status}: ${JSON.stringify(probe.body)}`);
+  const perRequest = probe.body?.data?.length ?? 0;
+  if (perRequest !== BATCH_ITEMS) return notAvailable(`POST /v1/emails/batch accepted ${perRequest} of ${BATCH_ITEMS}`);
+  say(`POST /v1/emails/batch (${BATCH_ITEMS} per request): ${params.batchConnections} connections for ${params.durationS} s`);
+  const r = fromCannon(await cannon(resources, {
+    url: `${gw}/v1/emails/batch`, method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify(items), connections: params.batchConnections, duration: params.durationS,
+  }));
+  return { available: true, itemsPerRequest: BATCH_ITEMS, ...r, acceptedEmailsPerSecond: round((r.ok2xx * BATCH_ITEMS) / r.durationS, 1) };
 }
 
 function cannon(resources, opts) {
@@ -270,6 +449,7 @@ async function sendPath({ gw, token, session, platform, params, resources, signa
   }
   return {
     available: true,
+    domainName: name,
     ...r,
     sink: {
       deliveredDuringLoad: sinkAtLoadEnd,
@@ -321,18 +501,23 @@ async function sinkAcceptRate(smtpUrl, params, signal) {
 }
 
 /**
- * Waits until these durable consumers of the event stream have nothing pending or unacknowledged (or
- * until `limitMs`); reports how long that took and what was left.
+ * Waits until these durable consumers of the event stream (every one when `durables` is undefined) have nothing
+ * pending or unacknowledged (or until `limitMs`); reports how long that took and what was left.
  */
-async function consumersIdle(nc, durables, limitMs, signal) {
+async function consumersIdle(nc, durablesOrAll, limitMs, signal, what = 'the campaign') {
   const jsm = await jetstreamManager(nc);
+  let durables = durablesOrAll;
+  if (!durables) {
+    durables = [];
+    for await (const c of jsm.consumers.list('MAILFLEET_EVENTS')) if (c.config.durable_name) durables.push(c.config.durable_name);
+  }
   const t0 = Date.now();
   const backlog = async () => {
     const infos = await Promise.all(durables.map((d) => jsm.consumers.info('MAILFLEET_EVENTS', d).catch(() => undefined)));
     return Object.fromEntries(durables.map((d, i) => [d, infos[i] ? infos[i].num_pending + infos[i].num_ack_pending : null]));
   };
   const atStart = await backlog();
-  say(`waiting for the campaign's events to be consumed: ${JSON.stringify(atStart)}`);
+  say(`waiting for ${what}'s events to be consumed: ${JSON.stringify(atStart)}`);
   let left = atStart;
   while (!signal.aborted && Object.values(left).some((n) => n !== null && n > 0) && Date.now() - t0 < limitMs) {
     await sleep(1000);
@@ -483,11 +668,58 @@ async function eventPipeline({ gw, team, params, resources, signal }) {
   };
 }
 
+/** RSS of the platform's processes in MiB (the bench's own process left out). */
+const platformTotalMiB = (m) => round(Object.entries(m ?? {}).filter(([n]) => !n.startsWith('bench')).reduce((sum, [, v]) => sum + (v ?? 0), 0), 1);
+
+/** Each of issue 18's targets against this run: {id, what, value, target, pass} (pass null: not measured). */
+function targetChecks(r) {
+  const checks = [];
+  const add = (id, what, value, target, ok) => checks.push({ id, what, value, target, pass: value === null || value === undefined ? null : ok(value) });
+  const so = r.storageOps ?? {};
+  add('singleSendOps', 'storage operations per single send', so.singleSend?.available ? so.singleSend.perEmail : null, `≤ ${TARGETS.singleSendOpsPerEmail}`, (v) => v <= TARGETS.singleSendOpsPerEmail);
+  add('campaignOps', 'storage operations per campaign email', so.campaign?.available ? so.campaign.perEmail : null, `≤ ${TARGETS.campaignOpsPerEmail}`, (v) => v <= TARGETS.campaignOpsPerEmail);
+  const sp = r.sendPath;
+  add('sendOverRaw', 'POST /v1/emails / raw insertOne', sp.ratios?.sendOverRawInsert ?? null, `≥ ${TARGETS.sendOverRawInsert * 100} %`, (v) => v >= TARGETS.sendOverRawInsert);
+  add('sendP99', 'POST /v1/emails p99 (ms)', sp.send.available ? sp.send.latencyMs.p99 : null, `≤ ${TARGETS.sendP99Ms} ms`, (v) => v <= TARGETS.sendP99Ms);
+  add('batchOverRaw', 'POST /v1/emails/batch accepted emails/s / raw insertOne', sp.ratios?.batchAcceptedOverRawInsert ?? null, `≥ ${TARGETS.batchOverRawInsert}×`, (v) => v >= TARGETS.batchOverRawInsert);
+  const c = r.campaignFanOut.campaign;
+  const perMinute = c.available ? c.perMinute : null;
+  add('campaignRate', 'campaign mails/min', perMinute, `≥ ${TARGETS.campaignPerMinute.toLocaleString('en-US')}`, (v) => v >= TARGETS.campaignPerMinute);
+  const sinkRatio = perMinute ? round(r.campaignFanOut.sinkRawAccept.perMinute / perMinute, 2) : null;
+  add('sinkOverCampaign', 'sink raw accept / campaign rate', sinkRatio, `≥ ${TARGETS.sinkOverCampaign}×`, (v) => v >= TARGETS.sinkOverCampaign);
+  const ep = r.eventPipeline;
+  const lagP99 = (sec) => (sec?.available && sec.missing === 0 ? sec.lagMs.p99 : sec?.available ? Infinity : null);
+  add('counterLag', 'analytics counter lag p99 (ms)', lagP99(ep?.analyticsCounter), `≤ ${TARGETS.eventLagP99Ms} ms, none missing`, (v) => v <= TARGETS.eventLagP99Ms);
+  add('webhookLag', 'webhook receiver lag p99 (ms)', lagP99(ep?.webhook), `≤ ${TARGETS.eventLagP99Ms} ms, none missing`, (v) => v <= TARGETS.eventLagP99Ms);
+  add('rssIdle', 'platform RSS idle (MiB)', platformTotalMiB(r.memoryIdleMiB), `≤ ${TARGETS.rssIdleMiB} MiB`, (v) => v <= TARGETS.rssIdleMiB);
+  add('rssEnd', 'platform RSS at the end (MiB)', platformTotalMiB(r.memoryEndMiB), `≤ ${TARGETS.rssEndMiB} MiB`, (v) => v <= TARGETS.rssEndMiB);
+  return checks;
+}
+
 function render(r) {
   const rows = [];
+  const check = (id) => r.targets.find((t) => t.id === id);
+  const mark = (id) => {
+    const t = check(id);
+    return !t || t.pass === null ? '' : `  [${t.pass ? 'PASS' : 'FAIL'} ${t.target}]`;
+  };
   rows.push([`mailfleet bench ${r.startedAt}  (${r.machine.cores} cores ${r.machine.cpuModel}, ${r.machine.memoryMiB} MiB, node ${r.machine.node})`]);
   rows.push(['load average (1/5/15 min)', `${r.machine.loadAverageAtStart.join(' ')} at start, ${r.machine.loadAverageAtEnd.join(' ')} at end`]);
   rows.push(['platform boot', `${fmt(r.bootSeconds)} s`]);
+  const so = r.storageOps;
+  rows.push([`Storage operations per email (FerretDB per-command statistics; idle background ${fmt(so.idlePerSecond)} ops/s)`]);
+  const opsRows = (label, p, id) => {
+    if (!p?.available) {
+      rows.push([label, `not available: ${p?.reason ?? 'not run'}`]);
+      return;
+    }
+    const polls = Object.entries(p.benchPolls).map(([what, x]) => `${fmt(x.count)} × ${what} ≈ ${fmt(x.opsPerPoll)} ops each`).join(', ');
+    rows.push([`${label} (${fmt(p.emails)})`, `${fmt(p.perEmail)} per email${mark(id)}  (${fmt(p.ops)} ops in ${fmt(p.windowSeconds)} s, ${fmt(p.perEmailWithoutIdle)} without the idle background${p.complete ? '' : '; NOT every email DELIVERED and counted'})`]);
+    rows.push(['  bench polls (subtracted)', `${fmt(p.benchPollOps)} ops: ${polls}`]);
+    for (const t of p.top) rows.push([`  ${t.database} ${t.command} ${t.collection}`, `${fmt(t.count)}  (${fmt(t.perEmail)} per email)`]);
+  };
+  opsRows('single send', so.singleSend, 'singleSendOps');
+  opsRows('campaign email', so.campaign, 'campaignOps');
   const sp = r.sendPath;
   rows.push([`Send path (${r.parameters.connections} connections, ${r.parameters.durationS} s each)`]);
   const cannonRow = (c) => `${fmt(c.ok2xxPerSecond)} req/s  p50 ${fmt(c.latencyMs.p50)} ms  p99 ${fmt(c.latencyMs.p99)} ms  (${fmt(c.ok2xx)} ok, ${fmt(c.non2xx)} non-2xx, ${fmt(c.errors)} errors)`;
@@ -495,16 +727,22 @@ function render(r) {
   if (sp.send.available) {
     rows.push(['  reached the sink', `${fmt(sp.send.sink.deliveredDuringLoad)} during load, ${fmt(sp.send.sink.deliveredAfterDrain)} after drain${sp.send.sink.drainAfterLoadS === null ? ' (not all)' : ` (${sp.send.sink.drainAfterLoadS} s after load)`}`]);
   }
+  if (sp.send.available) rows.push(['  p99', `${fmt(sp.send.latencyMs.p99)} ms${mark('sendP99')}`]);
+  const b = sp.batch;
+  rows.push([`POST /v1/emails/batch (${b?.itemsPerRequest ?? BATCH_ITEMS} per request, ${r.parameters.batchConnections} connections)`, b?.available
+    ? `${fmt(b.acceptedEmailsPerSecond)} emails/s accepted  (${fmt(b.ok2xxPerSecond)} req/s, p50 ${fmt(b.latencyMs.p50)} ms, p99 ${fmt(b.latencyMs.p99)} ms, ${fmt(b.non2xx)} non-2xx, ${fmt(b.errors)} errors)`
+    : `not available: ${b?.reason ?? 'not run'}`]);
   rows.push(['raw insertOne (FerretDB)', `${fmt(sp.rawInsertOne.perSecond)} /s  p50 ${fmt(sp.rawInsertOne.latencyMs.p50)} ms  p99 ${fmt(sp.rawInsertOne.latencyMs.p99)} ms  (${fmt(sp.rawInsertOne.errors)} errors)`]);
   rows.push(['GET /v1/health', cannonRow(sp.health)]);
   const ratio = (x) => (x === null ? '—' : `${x.toPrecision(3)} (${(x * 100).toPrecision(3)} %)`);
-  rows.push(['send / raw insert', sp.ratios ? ratio(sp.ratios.sendOverRawInsert) : 'not available']);
-  rows.push(['send / health', sp.ratios ? ratio(sp.ratios.sendOverHealth) : 'not available']);
+  rows.push(['send / raw insert', sp.ratios?.sendOverRawInsert ? `${ratio(sp.ratios.sendOverRawInsert)}${mark('sendOverRaw')}` : 'not available']);
+  rows.push(['batch emails / raw insert', sp.ratios?.batchAcceptedOverRawInsert ? `${fmt(sp.ratios.batchAcceptedOverRawInsert)}×${mark('batchOverRaw')}` : 'not available']);
+  rows.push(['send / health', sp.ratios?.sendOverHealth ? ratio(sp.ratios.sendOverHealth) : 'not available']);
   const cf = r.campaignFanOut;
   rows.push(['Campaign fan-out']);
   const c = cf.campaign;
   rows.push([`campaign to ${fmt(r.parameters.campaignContacts)} contacts`, c.available
-    ? `${fmt(c.perMinute)} mails/min  (${fmt(c.inSink)} of ${fmt(c.contacts)} in the sink, last after ${fmt(c.lastMessageS)} s; ${c.outcome}${c.duplicates ? `, ${fmt(c.duplicates)} duplicates` : ''})`
+    ? `${fmt(c.perMinute)} mails/min${mark('campaignRate')}  (${fmt(c.inSink)} of ${fmt(c.contacts)} in the sink, last after ${fmt(c.lastMessageS)} s; ${c.outcome}${c.duplicates ? `, ${fmt(c.duplicates)} duplicates` : ''})`
     : `not available: ${c.reason}`]);
   if (c.available) {
     rows.push(['  batch size / window', `${fmt(c.batchSize)} / ${fmt(c.batchWindowMinutes)} min`]);
@@ -513,7 +751,8 @@ function render(r) {
     rows.push(['  delivered counter', c.counters ? `${fmt(c.counters.delivered)} of ${fmt(c.contacts)}${c.deliveredCounterAfterLastMessageS === null ? ` after waiting ${fmt(r.parameters.drainS)} s${later}` : ` (${c.deliveredCounterAfterLastMessageS} s after the last message)`}` : '—']);
     rows.push(['  contacts stored (bulk)', `${fmt(c.contacts)} in ${fmt(c.bookSeconds)} s${c.sendPathBacklogAtStart > 0 ? `; ${fmt(c.sendPathBacklogAtStart)} send-path emails still queued at start` : ''}`]);
   }
-  rows.push(['SMTP sink raw accept', `${fmt(cf.sinkRawAccept.perMinute)} mails/min  (${fmt(cf.sinkRawAccept.accepted)} of ${fmt(cf.sinkRawAccept.messages)} in ${fmt(cf.sinkRawAccept.durationS)} s, pool of ${cf.sinkRawAccept.pooledConnections}, ${fmt(cf.sinkRawAccept.failed)} failed)`]);
+  const sinkRatio = check('sinkOverCampaign')?.value;
+  rows.push(['SMTP sink raw accept', `${fmt(cf.sinkRawAccept.perMinute)} mails/min${sinkRatio ? `, ${fmt(sinkRatio)}× the campaign${mark('sinkOverCampaign')}` : ''}  (${fmt(cf.sinkRawAccept.accepted)} of ${fmt(cf.sinkRawAccept.messages)} in ${fmt(cf.sinkRawAccept.durationS)} s, pool of ${cf.sinkRawAccept.pooledConnections}, ${fmt(cf.sinkRawAccept.failed)} failed)`]);
   const bl = r.campaignEventBacklog;
   const pendingText = (m) => Object.entries(m).map(([d, n]) => `${d} ${n === null ? '?' : fmt(n)}`).join(', ');
   rows.push(['campaign events consumed', Object.values(bl.left).every((n) => n === null || n === 0)
@@ -522,12 +761,12 @@ function render(r) {
   const ep = r.eventPipeline;
   rows.push([`Event pipeline (${fmt(ep.events)} email.delivered at ${ep.ratePerSecond}/s, poll every ${ep.pollIntervalMs} ms, measured ${fmt(ep.meanPollPeriodMs)} ms)`]);
   const lagRow = (s, missing = 'missing') => (s.available ? `p50 ${fmt(s.lagMs.p50)} ms  p99 ${fmt(s.lagMs.p99)} ms  max ${fmt(s.lagMs.max)} ms  ${fmt(s.arrivalsPerSecond)}/s  (${fmt(s.arrived)} arrived, ${fmt(s.missing)} ${missing} after ${ep.drainLimitS} s)` : `not available: ${s.reason}`);
-  rows.push(['analytics counter (/v1/stats)', lagRow(ep.analyticsCounter)]);
+  rows.push(['analytics counter (/v1/stats)', `${lagRow(ep.analyticsCounter)}${mark('counterLag')}`]);
   const feed = ep.analyticsFeed;
   const feedEnd = feed.inFeedAtEnd === undefined ? '' : feed.inFeedAtEnd === null ? '; final read failed'
     : `; ${fmt(feed.inFeedAtEnd)} of ${fmt(ep.events)} in the feed at the end`;
   rows.push(['analytics feed (/v1/events)', `${lagRow(feed, 'not seen arriving')}${feedEnd}`]);
-  rows.push(['webhook receiver', lagRow(ep.webhook)]);
+  rows.push(['webhook receiver', `${lagRow(ep.webhook)}${mark('webhookLag')}`]);
   rows.push(['Memory (RSS MiB: idle after start -> end of run)']);
   const names = [...new Set([...Object.keys(r.memoryIdleMiB), ...Object.keys(r.memoryEndMiB)])];
   let idleSum = 0;
@@ -538,5 +777,11 @@ function render(r) {
     rows.push([n, `${fmt(r.memoryIdleMiB[n])} -> ${fmt(r.memoryEndMiB[n])}`]);
   }
   rows.push(['total', `${fmt(round(idleSum, 1))} -> ${fmt(round(endSum, 1))}`]);
+  rows.push(['platform (without the bench)', `${fmt(check('rssIdle')?.value)}${mark('rssIdle')} -> ${fmt(check('rssEnd')?.value)}${mark('rssEnd')}`]);
+  rows.push(['Targets (issue 18)']);
+  for (const t of r.targets) {
+    const v = t.value === Infinity ? 'events missing' : fmt(t.value);
+    rows.push([t.what, `${t.pass === null ? 'not measured' : t.pass ? 'PASS' : 'FAIL'}  ${v}  (target ${t.target})`]);
+  }
   return table(rows);
 }

@@ -25,10 +25,13 @@ export const fileStamp = (d) => d.toISOString().replace(/[:.]/g, '-');
  * (1 when it threw). The temp dir (data, mail, logs under `logs/`) is removed unless `keep` is set or the run
  * failed (exit code other than 0, or an error). Ctrl-C / SIGTERM stop the platform and exit 130.
  *
+ * With `ferretdbStats` the FerretDB launcher writes its per-command statistics to `session.ferretdbStatsFile`
+ * (in the temp dir; the launcher reads MAILFLEET_FERRETDB_STATS from the environment it inherits).
+ *
  * session: {platform, gw, dns, ca, dataDir, logDir, signal, bootSeconds, checkAbort(), defer(fn),
- *           newTeam(name), verifiedDomain(token, label), startReceiver(), cliEnv}
+ *           newTeam(name), verifiedDomain(token, label), startReceiver(), cliEnv, ferretdbStatsFile}
  */
-export async function withPlatform({ tag, keep = false, env = {}, say }, body) {
+export async function withPlatform({ tag, keep = false, env = {}, say, ferretdbStats = false }, body) {
   const { startPlatform, fileLogSink, DOMAIN_VERIFY_TEST_CLOCK } = await imp('deploy/dist/index.js');
   const { startDnsServer } = await imp('services/testkit/dist/dns-server.js');
   const { createTestCa } = await imp('services/testkit/dist/test-ca.js');
@@ -62,6 +65,8 @@ export async function withPlatform({ tag, keep = false, env = {}, say }, body) {
     const ca = await createTestCa({ dir: path.join(dataDir, 'ca') });
     dns = await startDnsServer();
     say(`starting the platform (data in ${dataDir}, logs in ${logDir})`);
+    const ferretdbStatsFile = ferretdbStats ? path.join(dataDir, 'ferretdb-stats.json') : undefined;
+    if (ferretdbStatsFile) process.env['MAILFLEET_FERRETDB_STATS'] = ferretdbStatsFile;
     const bootStart = performance.now();
     platform = await startPlatform({
       ports: 'free',
@@ -92,6 +97,7 @@ export async function withPlatform({ tag, keep = false, env = {}, say }, body) {
       logDir,
       cliEnv,
       bootSeconds,
+      ferretdbStatsFile,
       signal: stopper.signal,
       checkAbort() {
         if (stopper.signal.aborted) throw new Error('interrupted');

@@ -3,9 +3,11 @@
 import { parseCommandLine, prepareUnlessSkipped } from '../bench/cli.mjs';
 
 const usage = `usage: npm run bench -- [options]
-  --duration S          seconds of each HTTP / insertOne load (default 10)
+  --duration S          seconds of each HTTP / insertOne / batch load (default 10)
   --connections N       concurrent connections of each load (default 10)
-  --event-rate N        email.delivered events published per second (default 50)
+  --ops-emails N        single sends of the storage-operations phase (default 1000)
+  --batch-connections N concurrent connections of the POST /v1/emails/batch load (default 4)
+  --event-rate N        email.delivered events published per second (default 500)
   --event-duration S    seconds of event publishing (default 20)
   --smtp-messages N     messages for the sink's raw accept rate (default 2000)
   --campaign-contacts N contacts of the campaign fan-out (default 10000, at most 100000)
@@ -22,7 +24,9 @@ const { values, integer, say } = parseCommandLine({
   options: {
     duration: { type: 'string', default: '10' },
     connections: { type: 'string', default: '10' },
-    'event-rate': { type: 'string', default: '50' },
+    'ops-emails': { type: 'string', default: '1000' },
+    'batch-connections': { type: 'string', default: '4' },
+    'event-rate': { type: 'string', default: '500' },
     'event-duration': { type: 'string', default: '20' },
     'smtp-messages': { type: 'string', default: '2000' },
     'campaign-contacts': { type: 'string', default: '10000' },
@@ -35,6 +39,8 @@ const positive = (name, max) => integer(name, 1, max);
 const params = {
   durationS: positive('duration', 3600),
   connections: positive('connections', 1000),
+  opsEmails: positive('ops-emails', 100_000),
+  batchConnections: positive('batch-connections', 1000),
   eventRate: positive('event-rate', 5000),
   eventDurationS: positive('event-duration', 3600),
   smtpMessages: positive('smtp-messages', 1_000_000),
