@@ -108,12 +108,16 @@ export async function runBench(params) {
     };
 
     // --- campaign fan-out ------------------------------------------------------------------
+    // The send load's mail still queued would be delivered (and its storage operations counted) during the
+    // campaign: let it reach the sink first (until nothing arrives for --drain seconds).
     checkAbort();
+    if (send.available) send.sink.beforeCampaign = await send.waitForBacklog(params.drainS * 1000);
     say(`SMTP sink raw accept rate: ${params.smtpMessages} messages over a nodemailer pool`);
     const sinkRawAccept = await sinkAcceptRate(platform.smtpUrl, params, signal);
     checkAbort();
     const fanOut = await campaignFanOut({
-      session, params, ops, nats: resources.nats, sendBacklog: send.available ? Math.max(0, send.ok2xx - send.sink.deliveredAfterDrain) : 0,
+      session, params, ops, nats: resources.nats,
+      sendBacklog: send.available ? Math.max(0, send.ok2xx - send.sink.beforeCampaign.delivered) : 0,
     });
     result.campaignFanOut = { campaign: fanOut.section, sinkRawAccept };
     result.storageOps.campaign = fanOut.storageOps ?? { available: false, reason: fanOut.section.reason };
@@ -177,7 +181,9 @@ async function campaignFanOut({ session, params, ops, nats, sendBacklog }) {
   const book = await createBook({ gw, token: team.token, addresses, say, signal });
   const watcher = sinkWatcher(platform.mailDir);
   await watcher.skipExisting();
-  // Storage operations from sendNow on (the contacts are stored already, as they would be for a real campaign).
+  // Storage operations from sendNow on (the contacts are stored already, as they would be for a real campaign),
+  // once the contacts' own events are consumed.
+  await consumersIdle(nats, undefined, params.drainS * 1000, signal, 'the contacts');
   const before = await ops.stats.snapshot(Date.now(), signal);
   const started = await startCampaign({ gw, token: team.token, from: `Bench News <news@${domain.name}>`, bookId: book.bookId, name: 'bench fan-out' });
   say(`campaign to ${book.stored} contacts: sendNow, batchSize ${started.batchSize}, window ${started.batchWindowMinutes} min`);
@@ -283,7 +289,7 @@ async function singleSendOps({ session, ops, params, nats }) {
   const t0 = Date.now();
   const answers = await mapLimit(Array.from({ length: params.opsEmails }), params.connections, () =>
     signal.aborted ? { status: 0 } : apiSafe(gw, 'POST', '/v1/emails', { token: team.token, body: email }));
-  const ids = answers.filter((a) => a.status === 200).map((a) => a.body.id);
+  const ids = answers.filter((a) => a.status === 200).map((a) => a.body.emailId);
   if (ids.length === 0) return { available: false, reason: `POST /v1/emails answered ${answers[0]?.status} ${JSON.stringify(answers[0]?.body)}` };
   const postSeconds = round((Date.now() - t0) / 1000, 1);
   const counted = await analyticsCounted({ gw, token: team.token, want: ids.length, stallMs: params.drainS * 1000, signal });
@@ -447,9 +453,24 @@ async function sendPath({ gw, token, session, platform, params, resources, signa
     if (now !== delivered) lastChange = performance.now();
     delivered = now;
   }
+  // Until every accepted email is in the sink or nothing arrived for stallMs: {delivered, waitedS}.
+  const waitForBacklog = async (stallMs) => {
+    const t0 = performance.now();
+    let last = delivered;
+    let lastChange = performance.now();
+    while (!signal.aborted && last < r.ok2xx && performance.now() - lastChange < stallMs) {
+      await sleep(1000);
+      const now = (await sinkCount(mailDir)) - sinkBefore;
+      if (now !== last) lastChange = performance.now();
+      last = now;
+    }
+    if (last < r.ok2xx) say(`${r.ok2xx - last} send-path emails not in the sink before the campaign`);
+    return { delivered: last, waitedS: round((performance.now() - t0) / 1000, 1) };
+  };
   return {
     available: true,
     domainName: name,
+    waitForBacklog,
     ...r,
     sink: {
       deliveredDuringLoad: sinkAtLoadEnd,
@@ -517,7 +538,7 @@ async function consumersIdle(nc, durablesOrAll, limitMs, signal, what = 'the cam
     return Object.fromEntries(durables.map((d, i) => [d, infos[i] ? infos[i].num_pending + infos[i].num_ack_pending : null]));
   };
   const atStart = await backlog();
-  say(`waiting for ${what}'s events to be consumed: ${JSON.stringify(atStart)}`);
+  say(`waiting for the events of ${what} to be consumed: ${JSON.stringify(atStart)}`);
   let left = atStart;
   while (!signal.aborted && Object.values(left).some((n) => n !== null && n > 0) && Date.now() - t0 < limitMs) {
     await sleep(1000);
@@ -689,10 +710,10 @@ function targetChecks(r) {
   add('sinkOverCampaign', 'sink raw accept / campaign rate', sinkRatio, `≥ ${TARGETS.sinkOverCampaign}×`, (v) => v >= TARGETS.sinkOverCampaign);
   const ep = r.eventPipeline;
   const lagP99 = (sec) => (sec?.available && sec.missing === 0 ? sec.lagMs.p99 : sec?.available ? Infinity : null);
-  add('counterLag', 'analytics counter lag p99 (ms)', lagP99(ep?.analyticsCounter), `≤ ${TARGETS.eventLagP99Ms} ms, none missing`, (v) => v <= TARGETS.eventLagP99Ms);
-  add('webhookLag', 'webhook receiver lag p99 (ms)', lagP99(ep?.webhook), `≤ ${TARGETS.eventLagP99Ms} ms, none missing`, (v) => v <= TARGETS.eventLagP99Ms);
-  add('rssIdle', 'platform RSS idle (MiB)', platformTotalMiB(r.memoryIdleMiB), `≤ ${TARGETS.rssIdleMiB} MiB`, (v) => v <= TARGETS.rssIdleMiB);
-  add('rssEnd', 'platform RSS at the end (MiB)', platformTotalMiB(r.memoryEndMiB), `≤ ${TARGETS.rssEndMiB} MiB`, (v) => v <= TARGETS.rssEndMiB);
+  add('counterLag', 'analytics counter lag p99 (ms)', lagP99(ep?.analyticsCounter), `≤ ${TARGETS.eventLagP99Ms / 1000} s, none missing`, (v) => v <= TARGETS.eventLagP99Ms);
+  add('webhookLag', 'webhook receiver lag p99 (ms)', lagP99(ep?.webhook), `≤ ${TARGETS.eventLagP99Ms / 1000} s, none missing`, (v) => v <= TARGETS.eventLagP99Ms);
+  add('rssIdle', 'platform RSS idle (MiB)', platformTotalMiB(r.memoryIdleMiB), '≤ 1.2 GiB', (v) => v <= TARGETS.rssIdleMiB);
+  add('rssEnd', 'platform RSS at the end (MiB)', platformTotalMiB(r.memoryEndMiB), '≤ 1.6 GiB', (v) => v <= TARGETS.rssEndMiB);
   return checks;
 }
 

@@ -21,7 +21,8 @@ export function storeStats({ file, nonStorage, excludeDbs = [] }) {
     for (const s of list) {
       // key = "<db> <command> <collection> <filter shape>"; the collection is empty for getMore and the like.
       const [db, command, collection = ''] = s.key.split(' ');
-      if (nonStorage.has(command) || skipDb.has(db)) continue;
+      // An empty command is a message the launcher could not read as OP_MSG: the legacy OP_QUERY handshake.
+      if (!command || nonStorage.has(command) || skipDb.has(db)) continue;
       counts.set(s.key, { db, command, collection, shape: s.key.split(' ').slice(3).join(' '), count: s.count });
     }
     return counts;
