@@ -386,7 +386,7 @@ export function createBatchCountOnce(opts: {
     if (existing.length > 0) {
       const found = new Map((await marks.find({ _id: { $in: existing.map((e) => e.markId) } } as Filter<KeyedDoc>).toArray()).map((m) => [m._id, m]));
       const takeOvers: { effect: BatchEffect; mark: KeyedDoc; target: string; token: string }[] = [];
-      const settle = new Map<string, { target: string; token: string; batch: boolean }>();
+      const settle = new Map<string, { target: string; token: string; batch: boolean; single?: string }>();
       for (const e of existing) {
         const mark = found.get(e.markId);
         if (!mark) {
@@ -422,7 +422,7 @@ export function createBatchCountOnce(opts: {
           if (decideTakeOver(t.token, pendingOf.get(t.target)) === 'settle') {
             // The crashed holder's apply happened: the count is in, only its end is missing.
             alreadyCounted++;
-            settle.set(JSON.stringify([t.target, t.token]), { target: t.target, token: t.token, batch: t.mark.batchId !== undefined });
+            settle.set(JSON.stringify([t.target, t.token]), { target: t.target, token: t.token, batch: t.mark.batchId !== undefined, single: t.effect.markId });
             continue;
           }
           const res = await marks.updateOne(
@@ -433,8 +433,15 @@ export function createBatchCountOnce(opts: {
         }
       }
       for (const s of settle.values()) {
-        if (s.batch) await settleToken(marks, targets, targetField, s.target, s.token, at);
-        else await targets.updateOne({ _id: s.target } as Filter<KeyedDoc>, { $pullAll: { pending: [s.token] } } as Document);
+        if (s.batch) {
+          await settleToken(marks, targets, targetField, s.target, s.token, at);
+          continue;
+        }
+        // A single-effect counting (its own id as token): a taken-over one still needs its mark finished.
+        if (s.single !== undefined) {
+          await marks.updateOne({ _id: s.single, pending: true } as Filter<KeyedDoc>, { $set: { pending: false, doneAt: at } });
+        }
+        await targets.updateOne({ _id: s.target } as Filter<KeyedDoc>, { $pullAll: { pending: [s.token] } } as Document);
       }
     }
 

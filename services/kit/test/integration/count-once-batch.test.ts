@@ -141,4 +141,18 @@ describe('batched count-once', () => {
     expect(await single.count(input('em_c', 'evt_c'))).toBe('counted');
     expect(await sentOf(targets)).toEqual({ sent: 3, pending: [] });
   });
+
+  it('a batch taking over crashed single-effect countings: applied ones are finished, the others counted once', async () => {
+    const { targets, marks, counting } = setup(SHORT);
+    const single = createCountOnce({ marks, targets, upsert: true, ...SHORT });
+    const input = (email: string, eventId: string) => ({ markId: `${email}:sent`, eventId, target: 'day1', inc: { sent: 1 } });
+    const applied = await single.claim(input('em_a', 'evt_a'));
+    await single.apply(applied!, { inc: { sent: 1 } });
+    await single.claim(input('em_b', 'evt_b'));
+    await sleep(350);
+    const res = await counting.count([effect('em_a', 'evt_a'), effect('em_b', 'evt_b')]);
+    expect(res).toMatchObject({ counted: 1, alreadyCounted: 1 });
+    expect(await sentOf(targets)).toEqual({ sent: 2, pending: [] });
+    expect(await marks.countDocuments({ pending: true })).toBe(0);
+  });
 });
