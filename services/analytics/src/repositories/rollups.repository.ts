@@ -127,6 +127,8 @@ export function createRollupsRepository(db: Db, opts: { leaseMs?: number; margin
       await rollups.createIndex({ teamId: 1, day: 1 }, { name: 'team_day' });
       await rollups.createIndex({ teamId: 1, domainId: 1, day: 1 }, { name: 'team_domain_day' });
       await marks.createIndex({ createdAt: 1 }, { name: 'created' });
+      // A batch finishes its marks by batch id (and a take-over finishes a crashed batch's).
+      await marks.createIndex({ batchId: 1 }, { name: 'batch' });
     },
 
     async countOnce(input) {

@@ -253,6 +253,8 @@ export function createOnceRepository(db: Db): OnceRepository {
   return {
     async ensureIndexes() {
       await col.createIndex({ expiresAt: 1 }, { name: 'expires' });
+      // A batch of counters finishes its keys by batch id (and a take-over finishes a crashed batch's).
+      await col.createIndex({ batchId: 1 }, { name: 'batch' });
     },
     async sweep(now) {
       return (await col.deleteMany({ expiresAt: { $lt: now } })).deletedCount;
