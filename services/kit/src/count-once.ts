@@ -1,5 +1,6 @@
-import type { Collection, Document, Filter } from 'mongodb';
-import { isDuplicateKeyError } from './mongo.js';
+import { randomUUID } from 'node:crypto';
+import type { AnyBulkWriteOperation, Collection, Document, Filter } from 'mongodb';
+import { bulkWriteInChunks, isDuplicateKeyError } from './mongo.js';
 
 /**
  * Counting an effect exactly once, without transactions: an email's `sent`
@@ -39,6 +40,8 @@ import { isDuplicateKeyError } from './mongo.js';
 
 export interface MarkState {
   readonly eventId: string;
+  /** Set when a batch claimed the mark: the batch's id is then the token on the target's pending list. */
+  readonly batchId?: string;
   readonly pending?: boolean;
   readonly until?: Date;
 }
@@ -57,6 +60,20 @@ export function decideOnExistingMark(mark: MarkState, eventId: string, now: Date
   if (!mark.pending || !mark.until) return { action: 'unpend' };
   if (mark.until.getTime() <= now.getTime()) return { action: 'take-over' };
   return mark.eventId === eventId ? { action: 'retry' } : { action: 'skip' };
+}
+
+/** The token a mark's counting puts on its target's pending list: its batch's id, else its own. */
+export function tokenOf(mark: MarkState, markId: string): string {
+  return mark.batchId ?? markId;
+}
+
+/**
+ * Taking over a crashed holder's mark: its token still on the target means its
+ * apply happened (only its end is missing: settle), its absence that the apply
+ * never happened and never will (claim it again and count it).
+ */
+export function decideTakeOver(token: string, targetPending: readonly unknown[] | undefined): 'settle' | 'reclaim' {
+  return targetPending?.includes(token) ? 'settle' : 'reclaim';
 }
 
 /** Whether a holder may still apply step 2: at least `marginMs` of its lease is left. */
@@ -155,14 +172,26 @@ export function createCountOnce(opts: {
     const decision = decideOnExistingMark(mark as unknown as MarkState, input.eventId, at);
     switch (decision.action) {
       case 'unpend':
-        await unpend(target, input.markId);
+        if (typeof mark.batchId === 'string') await settleToken(marks, targets, targetField, target, mark.batchId, at);
+        else await unpend(target, input.markId);
         return undefined;
       case 'skip':
         return undefined;
       case 'retry':
         throw new CountingBusyError('this event is being counted by another delivery');
       case 'take-over': {
-        const res = await marks.updateOne({ _id: input.markId, pending: true, until: mark.until } as Filter<KeyedDoc>, { $set: { until } });
+        const batchId = typeof mark.batchId === 'string' ? mark.batchId : undefined;
+        if (batchId !== undefined) {
+          // Claimed by a batch that crashed: its token on the target tells whether it applied.
+          const t = await targets.findOne({ _id: target, pending: batchId } as Filter<KeyedDoc>, { projection: { _id: 1 } });
+          if (t) {
+            await settleToken(marks, targets, targetField, target, batchId, now());
+            return undefined;
+          }
+        }
+        const res = await marks.updateOne(
+          { _id: input.markId, pending: true, until: mark.until } as Filter<KeyedDoc>, { $set: { until }, $unset: { batchId: '' } },
+        );
         if (res.modifiedCount !== 1) throw new CountingBusyError('another delivery took the counting over first');
         return { markId: input.markId, target, until };
       }
@@ -208,4 +237,287 @@ export function createCountOnce(opts: {
     apply,
     finish,
   };
+}
+
+/**
+ * The end of a counting whose token is still on the target although its apply
+ * happened: finish the token's marks on that target still pending, then pull
+ * the token. A batch's token covers every mark it holds on the target (one
+ * apply counted them all), so its token may leave the list only once none of
+ * them is pending; otherwise a later take-over of one would find no token and
+ * count it again.
+ */
+async function settleToken(
+  marks: Collection<KeyedDoc>, targets: Collection<KeyedDoc>, targetField: string, target: string, batchId: string, at: Date,
+): Promise<void> {
+  await marks.updateMany({ batchId, [targetField]: target, pending: true } as Filter<KeyedDoc>, { $set: { pending: false, doneAt: at } });
+  await targets.updateOne({ _id: target } as Filter<KeyedDoc>, { $pullAll: { pending: [batchId] } } as Document);
+}
+
+/*
+ * Batched counting: the same two-phase protocol with a batch of effects as the
+ * unit, so its cost is per batch and target instead of per effect.
+ *
+ * 1. claim: one `insertMany(ordered: false)` of the marks, each carrying the
+ *    batch's id and lease; the ones that exist already are read back with one
+ *    `find` and decided one by one (decideOnExistingMark).
+ * 2. apply: per target ONE update: the batch's summed `$inc` and `$push` of
+ *    the batch id, filtered on the id not being there yet.
+ * 3. finish: one `updateMany` of the batch's marks (compare-and-set on the lease).
+ * 4. unpend: per target, `$pullAll` the batch id.
+ *
+ * Take-over of a crashed batch's mark (pending, lease over): the old batch's
+ * token on the target says whether its apply happened. If it is there, the
+ * count is in: finish the old batch's marks on that target and pull its token
+ * (settleToken). If not, the apply never happened and never will (a holder
+ * applies only with `marginMs` of lease left): the mark is claimed again under
+ * the new batch and counted with it.
+ */
+
+/** One effect to count once, as part of a batch. */
+export interface BatchEffect {
+  /** The effect's key: the mark's `_id`. Of several effects with one key in a batch, the first counts. */
+  readonly markId: string;
+  readonly eventId: string;
+  /** The `_id` of the document the counters live in. */
+  readonly target: string;
+  /** Counter field -> amount. */
+  readonly inc: Readonly<Record<string, number>>;
+  readonly markFields?: Document;
+  /** Of the target (the first effect on a target gives them): set when an upsert creates it. */
+  readonly setOnInsert?: Document;
+  /** Of the target: set with the counters. */
+  readonly set?: Document;
+}
+
+interface TargetApply {
+  readonly inc: Record<string, number>;
+  readonly setOnInsert?: Document;
+  readonly set?: Document;
+}
+
+/** What a batch holds after its claim. */
+export interface BatchClaim {
+  readonly batchId: string;
+  readonly until: Date;
+  /** Per target, the summed counters of the effects this batch holds. */
+  readonly targets: ReadonlyMap<string, TargetApply>;
+  /** Marks this batch holds (inserted or taken over). */
+  readonly held: number;
+  /** Effects counted before (by this event or another) or being counted by another event now. */
+  readonly alreadyCounted: number;
+  /** Events whose effect another delivery of the same event holds right now: deliver them again later. */
+  readonly busy: ReadonlySet<string>;
+}
+
+export interface BatchCountResult {
+  readonly counted: number;
+  readonly alreadyCounted: number;
+  /** Event ids to retry later (see BatchClaim.busy); everything else is counted exactly once. */
+  readonly busy: ReadonlySet<string>;
+}
+
+export interface BatchCountOnce {
+  /** Steps 1-4 in turn. */
+  count(effects: readonly BatchEffect[]): Promise<BatchCountResult>;
+  /** The steps, exposed so tests can stop between them as a crash would. */
+  claim(effects: readonly BatchEffect[]): Promise<BatchClaim>;
+  apply(claim: BatchClaim): Promise<void>;
+  /** Whether every mark the batch held was still pending under it (false: a taker finished some). */
+  finish(claim: BatchClaim): Promise<boolean>;
+  unpend(claim: BatchClaim): Promise<void>;
+}
+
+/** The `_id`s an unordered insertMany refused as duplicates; any other failure is thrown. */
+function duplicateIndexes(err: unknown): number[] {
+  const raw = (err as { writeErrors?: unknown }).writeErrors;
+  const list = (Array.isArray(raw) ? raw : raw ? [raw] : []) as { index?: number; code?: number; err?: { code?: number; index?: number } }[];
+  if (list.length === 0) throw err;
+  return list.map((w) => {
+    const code = w.code ?? w.err?.code;
+    const index = w.index ?? w.err?.index;
+    if (code !== 11000 || typeof index !== 'number') throw err;
+    return index;
+  });
+}
+
+export function createBatchCountOnce(opts: {
+  marks: Collection<KeyedDoc>;
+  targets: Collection<KeyedDoc>;
+  targetField?: string;
+  upsert?: boolean;
+  leaseMs?: number;
+  marginMs?: number;
+  now?: () => Date;
+  /** A new batch id (default: random). */
+  newBatchId?: () => string;
+}): BatchCountOnce {
+  const { marks, targets } = opts;
+  const targetField = opts.targetField ?? 'target';
+  const leaseMs = opts.leaseMs ?? DEFAULT_COUNT_LEASE_MS;
+  const marginMs = Math.min(opts.marginMs ?? DEFAULT_COUNT_MARGIN_MS, leaseMs);
+  const now = opts.now ?? (() => new Date());
+  const newBatchId = opts.newBatchId ?? (() => `cb_${randomUUID().replace(/-/g, '')}`);
+
+  async function claim(effects: readonly BatchEffect[]): Promise<BatchClaim> {
+    const at = now();
+    const until = new Date(at.getTime() + leaseMs);
+    const batchId = newBatchId();
+    const wanted = new Map<string, BatchEffect>();
+    for (const e of effects) if (!wanted.has(e.markId)) wanted.set(e.markId, e);
+    const candidates = [...wanted.values()];
+    let alreadyCounted = effects.length - candidates.length;
+    const busy = new Set<string>();
+    const held: BatchEffect[] = [];
+
+    let refused = new Set<number>();
+    if (candidates.length > 0) {
+      try {
+        await marks.insertMany(candidates.map((e) => ({
+          ...e.markFields, _id: e.markId, eventId: e.eventId, [targetField]: e.target, pending: true, until, batchId, createdAt: at,
+        }) as KeyedDoc), { ordered: false });
+      } catch (err) {
+        refused = new Set(duplicateIndexes(err));
+      }
+    }
+    const existing: BatchEffect[] = [];
+    candidates.forEach((e, i) => (refused.has(i) ? existing : held).push(e));
+
+    if (existing.length > 0) {
+      const found = new Map((await marks.find({ _id: { $in: existing.map((e) => e.markId) } } as Filter<KeyedDoc>).toArray()).map((m) => [m._id, m]));
+      const takeOvers: { effect: BatchEffect; mark: KeyedDoc; target: string; token: string }[] = [];
+      const settle = new Map<string, { target: string; token: string; batch: boolean; single?: string }>();
+      for (const e of existing) {
+        const mark = found.get(e.markId);
+        if (!mark) {
+          busy.add(e.eventId);
+          continue;
+        }
+        // The target stays the one the first claim chose, whichever event takes over.
+        const target = typeof mark[targetField] === 'string' ? (mark[targetField] as string) : e.target;
+        const oldBatch = typeof mark.batchId === 'string' ? mark.batchId : undefined;
+        const token = tokenOf(mark as unknown as MarkState, e.markId);
+        const decision = decideOnExistingMark(mark as unknown as MarkState, e.eventId, at);
+        switch (decision.action) {
+          case 'unpend':
+            alreadyCounted++;
+            settle.set(JSON.stringify([target, token]), { target, token, batch: oldBatch !== undefined });
+            break;
+          case 'skip':
+            alreadyCounted++;
+            break;
+          case 'retry':
+            busy.add(e.eventId);
+            break;
+          case 'take-over':
+            takeOvers.push({ effect: e, mark, target, token });
+            break;
+        }
+      }
+      if (takeOvers.length > 0) {
+        const ids = [...new Set(takeOvers.map((t) => t.target))];
+        const pendingOf = new Map((await targets.find({ _id: { $in: ids } } as Filter<KeyedDoc>, { projection: { pending: 1 } }).toArray())
+          .map((t) => [t._id, Array.isArray(t.pending) ? (t.pending as unknown[]) : []]));
+        for (const t of takeOvers) {
+          if (decideTakeOver(t.token, pendingOf.get(t.target)) === 'settle') {
+            // The crashed holder's apply happened: the count is in, only its end is missing.
+            alreadyCounted++;
+            settle.set(JSON.stringify([t.target, t.token]), { target: t.target, token: t.token, batch: t.mark.batchId !== undefined, single: t.effect.markId });
+            continue;
+          }
+          const res = await marks.updateOne(
+            { _id: t.effect.markId, pending: true, until: t.mark.until } as Filter<KeyedDoc>, { $set: { until, batchId } },
+          );
+          if (res.modifiedCount === 1) held.push({ ...t.effect, target: t.target });
+          else busy.add(t.effect.eventId);
+        }
+      }
+      for (const s of settle.values()) {
+        if (s.batch) {
+          await settleToken(marks, targets, targetField, s.target, s.token, at);
+          continue;
+        }
+        // A single-effect counting (its own id as token): a taken-over one still needs its mark finished.
+        if (s.single !== undefined) {
+          await marks.updateOne({ _id: s.single, pending: true } as Filter<KeyedDoc>, { $set: { pending: false, doneAt: at } });
+        }
+        await targets.updateOne({ _id: s.target } as Filter<KeyedDoc>, { $pullAll: { pending: [s.token] } } as Document);
+      }
+    }
+
+    const byTarget = new Map<string, TargetApply>();
+    for (const e of held) {
+      const t = byTarget.get(e.target) ?? { inc: {}, ...(e.setOnInsert ? { setOnInsert: e.setOnInsert } : {}), ...(e.set ? { set: e.set } : {}) };
+      for (const [k, v] of Object.entries(e.inc)) t.inc[k] = (t.inc[k] ?? 0) + v;
+      byTarget.set(e.target, t);
+    }
+    return { batchId, until, targets: byTarget, held: held.length, alreadyCounted, busy };
+  }
+
+  async function apply(c: BatchClaim): Promise<void> {
+    if (c.targets.size === 0) return;
+    if (!mayApply(c.until, now(), marginMs)) throw new CountingBusyError('lease nearly over before the counters were applied');
+    const ops = (upsert: boolean): AnyBulkWriteOperation<KeyedDoc>[] => [...c.targets].map(([target, a]) => {
+      const update: Document = { $inc: a.inc, $push: { pending: c.batchId } };
+      if (upsert && a.setOnInsert) update.$setOnInsert = a.setOnInsert;
+      if (a.set) update.$set = a.set;
+      return { updateOne: { filter: { _id: target, pending: { $ne: c.batchId } } as Filter<KeyedDoc>, update, upsert } };
+    });
+    if (!opts.upsert) {
+      await bulkWriteInChunks(targets, ops(false));
+      return;
+    }
+    try {
+      await bulkWriteInChunks(targets, ops(true));
+      return;
+    } catch (err) {
+      // A target that holds the batch id already (applied before a failure) or a race of two first
+      // countings on an insert: again without upsert, where the filter tells them apart.
+      if (!isDuplicateKeyError(err) && !hasOnlyDuplicateErrors(err)) throw err;
+    }
+    await bulkWriteInChunks(targets, ops(false));
+  }
+
+  async function finish(c: BatchClaim): Promise<boolean> {
+    if (c.held === 0) return true;
+    const res = await marks.updateMany(
+      { batchId: c.batchId, pending: true, until: c.until } as Filter<KeyedDoc>, { $set: { pending: false, doneAt: now() } },
+    );
+    return res.matchedCount === c.held;
+  }
+
+  async function unpend(c: BatchClaim): Promise<void> {
+    if (c.targets.size === 0) return;
+    await bulkWriteInChunks(targets, [...c.targets.keys()].map((target) => ({
+      updateOne: { filter: { _id: target } as Filter<KeyedDoc>, update: { $pullAll: { pending: [c.batchId] } } as Document },
+    })));
+  }
+
+  return {
+    async count(effects) {
+      const c = await claim(effects);
+      if (c.held > 0) {
+        await apply(c);
+        await finish(c);
+        // Safe even when a mark's lease ran out meanwhile: a taker that found our token finished
+        // our marks on that target itself, and one that found none cannot exist, as we applied
+        // with margin to spare. So after finish no mark of this batch is pending any more.
+        await unpend(c);
+      }
+      return { counted: c.held, alreadyCounted: c.alreadyCounted, busy: c.busy };
+    },
+    claim,
+    apply,
+    finish,
+    unpend,
+  };
+}
+
+function hasOnlyDuplicateErrors(err: unknown): boolean {
+  try {
+    duplicateIndexes(err);
+    return true;
+  } catch {
+    return false;
+  }
 }

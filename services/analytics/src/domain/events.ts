@@ -1,4 +1,5 @@
 import type { EventEnvelope } from '@mailfleet/kit';
+import { eventsV1 } from '@mailfleet/proto';
 import type { EmailKind, Metric } from './counts.js';
 import { utcDay, type Day } from './days.js';
 
@@ -51,27 +52,10 @@ export interface EmailFact {
   readonly data: Readonly<Record<string, unknown>>;
 }
 
-function idOf(v: unknown): string | undefined {
-  if (typeof v === 'string' && v.trim() !== '') return v;
-  // SPEC 6.3 shows ids as numbers in payload examples.
-  if (typeof v === 'number' && Number.isFinite(v)) return String(v);
-  return undefined;
-}
-
 function dateOf(v: unknown): Date | undefined {
   if (typeof v !== 'string' && !(v instanceof Date)) return undefined;
   const d = new Date(v);
   return Number.isNaN(d.getTime()) ? undefined : d;
-}
-
-function stringOf(v: unknown): string {
-  return typeof v === 'string' ? v : '';
-}
-
-function recipientsOf(v: unknown): string[] {
-  if (typeof v === 'string') return v ? [v] : [];
-  if (Array.isArray(v)) return v.filter((x): x is string => typeof x === 'string');
-  return [];
 }
 
 /** `email.delivery_delayed` -> DELIVERY_DELAYED; undefined for a type that is not an email status. */
@@ -82,7 +66,7 @@ export function statusOfType(type: string): EmailStatus | undefined {
 }
 
 /** Counters an event of this status can advance. A bounce is hard when `bounce.type` is `Permanent`. */
-export function metricsOf(status: EmailStatus, data: Readonly<Record<string, unknown>>): Metric[] {
+export function metricsOf(status: EmailStatus, data: { readonly bounce?: { readonly type?: string } | undefined }): Metric[] {
   switch (status) {
     case 'SENT':
       return ['sent'];
@@ -94,44 +78,58 @@ export function metricsOf(status: EmailStatus, data: Readonly<Record<string, unk
       return ['clicked'];
     case 'COMPLAINED':
       return ['complained'];
-    case 'BOUNCED': {
+    case 'BOUNCED':
       // A bounce also counts the email as sent (once per email, like every counter): mail refused outright
       // (550 at RCPT) never has an email.sent of its own, and without this it would be bounced but not sent.
-      const bounce = data.bounce as { type?: unknown } | undefined;
-      return bounce && typeof bounce === 'object' && bounce.type === 'Permanent' ? ['sent', 'bounced', 'hardBounced'] : ['sent', 'bounced'];
-    }
+      return data.bounce?.type === 'Permanent' ? ['sent', 'bounced', 'hardBounced'] : ['sent', 'bounced'];
     default:
       return [];
   }
 }
 
+/** The payload through the typed contract (`proto/events/v1`, EmailEventData); what it cannot read is malformed. */
+function typedEmailData(type: string, data: Readonly<Record<string, unknown>>): eventsV1.EmailEventData {
+  try {
+    return eventsV1.EmailEventData.fromJSON(data);
+  } catch (err) {
+    throw new MalformedEventError(`${type}: data does not fit EmailEventData (${(err as Error).message})`);
+  }
+}
+
+const validDate = (d: Date | undefined): Date | undefined => (d && !Number.isNaN(d.getTime()) ? d : undefined);
+const nonBlank = (s: string | undefined): string | undefined => (s !== undefined && s.trim() !== '' ? s : undefined);
+
 /**
- * Reads an `email.*` event (SPEC 6.3 payload). Undefined for a type that is
- * not an email status (nothing to keep). Throws MalformedEventError when the
- * event lacks its team, its email id or a valid creation time.
+ * Reads an `email.*` event (SPEC 6.3 payload) through the typed contract.
+ * Undefined for a type that is not an email status (nothing to keep). Throws
+ * MalformedEventError when the event lacks its team, its email id or a valid
+ * creation time.
  */
 export function readEmailEvent(event: EventEnvelope): EmailFact | undefined {
   const status = statusOfType(event.type);
   if (!status) return undefined;
   if (!event.teamId) throw new MalformedEventError(`${event.type}: teamId is required`);
   const data = event.data;
-  const emailId = idOf(data.id);
+  const typed = typedEmailData(event.type, data);
+  const emailId = nonBlank(typed.id);
   if (!emailId) throw new MalformedEventError(`${event.type}: data.id (the email id) is required`);
   const createdAt = dateOf(event.createdAt);
   if (!createdAt) throw new MalformedEventError(`${event.type}: createdAt is not a valid timestamp`);
-  const occurredAt = dateOf(data.occurredAt) ?? createdAt;
+  // Only a timestamp given as text is trusted (a number or object would read as 1970).
+  const occurredAt = (typeof data.occurredAt === 'string' ? validDate(typed.occurredAt) : undefined) ?? createdAt;
   return {
     eventId: event.id,
     teamId: event.teamId,
     emailId,
     status,
-    domainId: idOf(data.domainId) ?? '',
-    kind: idOf(data.campaignId) ? 'campaign' : 'transactional',
+    domainId: nonBlank(typed.domainId) ?? '',
+    kind: nonBlank(typed.campaignId) ? 'campaign' : 'transactional',
     occurredAt,
     createdAt,
     day: utcDay(occurredAt),
-    metrics: metricsOf(status, data),
-    summary: { id: emailId, to: recipientsOf(data.to), subject: stringOf(data.subject), from: stringOf(data.from) },
+    metrics: metricsOf(status, typed),
+    // One recipient given as a bare string is still shown (older producers wrote it so).
+    summary: { id: emailId, to: typeof data.to === 'string' ? (data.to ? [data.to] : []) : typed.to, subject: typed.subject, from: typed.from },
     data,
   };
 }
@@ -152,11 +150,16 @@ export const DOMAIN_EVENT_TYPES = ['domain.created', 'domain.verified', 'domain.
 export function readDomainEvent(event: EventEnvelope): DomainFact | undefined {
   if (!(DOMAIN_EVENT_TYPES as readonly string[]).includes(event.type)) return undefined;
   if (!event.teamId) throw new MalformedEventError(`${event.type}: teamId is required`);
-  const id = idOf(event.data.id);
+  let typed: eventsV1.DomainEventData;
+  try {
+    typed = eventsV1.DomainEventData.fromJSON(event.data);
+  } catch (err) {
+    throw new MalformedEventError(`${event.type}: data does not fit DomainEventData (${(err as Error).message})`);
+  }
+  const id = nonBlank(typed.id);
   if (!id) throw new MalformedEventError(`${event.type}: data.id is required`);
-  const name = event.data.name;
-  if (typeof name !== 'string' || name === '') throw new MalformedEventError(`${event.type}: data.name is required`);
+  if (typeof event.data.name !== 'string' || typed.name === '') throw new MalformedEventError(`${event.type}: data.name is required`);
   const at = dateOf(event.createdAt);
   if (!at) throw new MalformedEventError(`${event.type}: createdAt is not a valid timestamp`);
-  return { teamId: event.teamId, id, name: name.toLowerCase(), deleted: event.type === 'domain.deleted', at };
+  return { teamId: event.teamId, id, name: typed.name.toLowerCase(), deleted: event.type === 'domain.deleted', at };
 }

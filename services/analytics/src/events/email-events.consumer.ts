@@ -1,10 +1,9 @@
 import {
-  createDurableConsumer, PoisonEventError, type DurableConsumer, type EventEnvelope, type EventHandler, type Logger, type NatsHandle,
-  type ServiceMetrics,
+  createBatchConsumer, type BatchHandler, type DurableConsumer, type Logger, type NatsHandle, type ServiceMetrics,
 } from '@mailfleet/kit';
 import { MalformedEventError, readEmailEvent, type EmailFact } from '../domain/events.js';
 import type { FeedRepository } from '../repositories/feed.repository.js';
-import type { RollupsRepository } from '../repositories/rollups.repository.js';
+import type { CountInput, RollupsRepository } from '../repositories/rollups.repository.js';
 
 /** Durable name shared by every replica: each event is applied by one of them. */
 export const EMAIL_EVENTS_DURABLE = 'analytics-email-events';
@@ -14,39 +13,41 @@ export interface EmailEventsDeps {
   readonly feed: FeedRepository;
 }
 
-function factOf(event: EventEnvelope): EmailFact | undefined {
-  try {
-    return readEmailEvent(event);
-  } catch (err) {
-    if (err instanceof MalformedEventError) throw new PoisonEventError(err.message);
-    throw err;
-  }
-}
-
 /**
- * Applies one `email.*` event: each counter it advances is counted once per
- * email (rollups.countOnce: idempotent on the email and counter, so on the
- * event id too), then the event joins the feed (keyed by the event id). Any
- * failure is retried by redelivery, which resumes where it stopped.
+ * Applies a batch of `email.*` events: every counter they advance is counted
+ * once per email with one batched counting (one write per rollup document, not
+ * per event), then the events join the feed in one insert keyed by event id.
+ * Both are idempotent on the event, so a batch that fails is simply delivered
+ * again and resumes where it stopped. A malformed event is terminated alone; an
+ * event whose counting another delivery holds right now is retried later (its
+ * feed entry is written already, once).
  */
-export function createEmailEventsHandler(deps: EmailEventsDeps): EventHandler {
-  return async (event, { log }) => {
-    const fact = factOf(event);
-    if (!fact) {
-      log.debug('not an email status event; ignored');
-      return;
+export function createEmailEventsHandler(deps: EmailEventsDeps): BatchHandler {
+  return async (batch, { log }) => {
+    const poison = new Map<string, string>();
+    const facts: EmailFact[] = [];
+    for (const { event } of batch) {
+      try {
+        const fact = readEmailEvent(event);
+        if (fact) facts.push(fact);
+      } catch (err) {
+        if (!(err instanceof MalformedEventError)) throw err;
+        poison.set(event.id, err.message);
+      }
     }
-    const rollup = { teamId: fact.teamId, day: fact.day, domainId: fact.domainId, kind: fact.kind };
-    for (const metric of fact.metrics) {
-      const outcome = await deps.rollups.countOnce({ teamId: fact.teamId, emailId: fact.emailId, metric, eventId: fact.eventId, rollup });
-      log.debug({ metric, outcome }, 'counter');
-    }
-    await deps.feed.add(fact);
+    const countings: CountInput[] = facts.flatMap((fact) => {
+      const rollup = { teamId: fact.teamId, day: fact.day, domainId: fact.domainId, kind: fact.kind };
+      return fact.metrics.map((metric) => ({ teamId: fact.teamId, emailId: fact.emailId, metric, eventId: fact.eventId, rollup }));
+    });
+    const result = countings.length > 0 ? await deps.rollups.countBatch(countings) : undefined;
+    await deps.feed.addMany(facts);
+    log.debug({ events: batch.length, counted: result?.counted ?? 0, alreadyCounted: result?.alreadyCounted ?? 0 }, 'email events applied');
+    return { poison, ...(result && result.busy.size > 0 ? { retry: result.busy } : {}) };
   };
 }
 
 export function createEmailEventsConsumer(opts: EmailEventsDeps & { nats: NatsHandle; logger: Logger; metrics?: ServiceMetrics }): DurableConsumer {
-  return createDurableConsumer({
+  return createBatchConsumer({
     nats: opts.nats,
     durable: EMAIL_EVENTS_DURABLE,
     filterSubjects: ['mailfleet.email.>'],

@@ -40,6 +40,8 @@ export interface FeedRepository {
   ensureIndexes(): Promise<void>;
   /** Adds the event; a second insert of the same event id changes nothing. */
   add(fact: EmailFact): Promise<void>;
+  /** Adds the events in one write; ones already there (by event id) are left as they are. */
+  addMany(facts: readonly EmailFact[]): Promise<void>;
   /** A page of the team's events, newest first (ties broken by id, so pages never overlap). */
   list(teamId: string, filter: FeedFilter, page: number, limit: number): Promise<FeedItem[]>;
   /** Deletes events created before `before`. */
@@ -55,6 +57,20 @@ function parseData(json: string): Record<string, unknown> {
   }
 }
 
+function docOf(fact: EmailFact): FeedDoc {
+  return {
+    _id: fact.eventId, teamId: fact.teamId, emailId: fact.emailId, domainId: fact.domainId, status: fact.status,
+    dataJson: JSON.stringify(fact.data), createdAt: fact.createdAt,
+    email: { id: fact.summary.id, to: [...fact.summary.to], subject: fact.summary.subject, from: fact.summary.from },
+  };
+}
+
+function onlyDuplicates(err: unknown): boolean {
+  const raw = (err as { writeErrors?: unknown }).writeErrors;
+  const list = (Array.isArray(raw) ? raw : raw ? [raw] : []) as { code?: number; err?: { code?: number } }[];
+  return list.length > 0 ? list.every((w) => (w.code ?? w.err?.code) === 11000) : isDuplicateKeyError(err);
+}
+
 export function createFeedRepository(db: Db): FeedRepository {
   const col: Collection<FeedDoc> = db.collection<FeedDoc>('event_feed');
 
@@ -68,13 +84,19 @@ export function createFeedRepository(db: Db): FeedRepository {
 
     async add(fact) {
       try {
-        await col.insertOne({
-          _id: fact.eventId, teamId: fact.teamId, emailId: fact.emailId, domainId: fact.domainId, status: fact.status,
-          dataJson: JSON.stringify(fact.data), createdAt: fact.createdAt,
-          email: { id: fact.summary.id, to: [...fact.summary.to], subject: fact.summary.subject, from: fact.summary.from },
-        });
+        await col.insertOne(docOf(fact));
       } catch (err) {
         if (!isDuplicateKeyError(err)) throw err;
+      }
+    },
+
+    async addMany(facts) {
+      if (facts.length === 0) return;
+      try {
+        await col.insertMany(facts.map(docOf), { ordered: false });
+      } catch (err) {
+        // Unordered: everything but the duplicates went in; anything else is a real failure.
+        if (!onlyDuplicates(err)) throw err;
       }
     },
 

@@ -1,4 +1,4 @@
-import { createCountOnce, type CountClaim, type CountOutcome, type KeyedDoc } from '@mailfleet/kit';
+import { createBatchCountOnce, createCountOnce, type BatchCountResult, type CountClaim, type CountOutcome, type KeyedDoc } from '@mailfleet/kit';
 import type { Collection, Db, Filter } from 'mongodb';
 import { METRICS, zeroCounts, type Counts, type EmailKind, type Metric } from '../domain/counts.js';
 import type { Day, DayRange } from '../domain/days.js';
@@ -61,6 +61,12 @@ export interface RollupsRepository {
   ensureIndexes(): Promise<void>;
   /** Counts the email once for this counter, however often (and by however many events) it is asked. */
   countOnce(input: CountInput): Promise<CountOutcome>;
+  /**
+   * countOnce for a whole batch of countings at once: one claim, one apply per rollup,
+   * one finish and one unpend per rollup (the kit's batched count-once). `busy` names
+   * events another delivery of the same event is counting right now: retry them later.
+   */
+  countBatch(inputs: readonly CountInput[]): Promise<BatchCountResult>;
   /** Steps of countOnce, exposed so tests can stop between them as a crash would. Undefined: nothing to do for this event. */
   claim(input: CountInput): Promise<Claim | undefined>;
   apply(claim: Claim, metric: Metric): Promise<void>;
@@ -98,6 +104,12 @@ export function createRollupsRepository(db: Db, opts: { leaseMs?: number; margin
     ...(opts.marginMs !== undefined ? { marginMs: opts.marginMs } : {}), now,
   });
 
+  const batchCounting = createBatchCountOnce({
+    marks: marks as unknown as Collection<KeyedDoc>, targets: rollups as unknown as Collection<KeyedDoc>,
+    targetField: 'rollupId', upsert: true, ...(opts.leaseMs !== undefined ? { leaseMs: opts.leaseMs } : {}),
+    ...(opts.marginMs !== undefined ? { marginMs: opts.marginMs } : {}), now,
+  });
+
   function claimInput(input: CountInput) {
     return {
       markId: markIdOf(input.teamId, input.emailId, input.metric), eventId: input.eventId, target: rollupIdOf(input.rollup),
@@ -115,10 +127,16 @@ export function createRollupsRepository(db: Db, opts: { leaseMs?: number; margin
       await rollups.createIndex({ teamId: 1, day: 1 }, { name: 'team_day' });
       await rollups.createIndex({ teamId: 1, domainId: 1, day: 1 }, { name: 'team_domain_day' });
       await marks.createIndex({ createdAt: 1 }, { name: 'created' });
+      // A batch finishes its marks by batch id (and a take-over finishes a crashed batch's).
+      await marks.createIndex({ batchId: 1 }, { name: 'batch' });
     },
 
     async countOnce(input) {
       return counting.count({ ...claimInput(input), ...applyInput(rollupIdOf(input.rollup), input.metric) });
+    },
+
+    async countBatch(inputs) {
+      return batchCounting.count(inputs.map((input) => ({ ...claimInput(input), ...applyInput(rollupIdOf(input.rollup), input.metric) })));
     },
 
     claim: (input) => counting.claim(claimInput(input)),

@@ -1,4 +1,4 @@
-import { createEvent, createLogger, PoisonEventError, type EventEnvelope } from '@mailfleet/kit';
+import { createEvent, createLogger, PoisonEventError, type BatchOutcome, type EventEnvelope } from '@mailfleet/kit';
 import { analyticsV1, emailsV1 } from '@mailfleet/proto';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { createDomainEventsHandler } from '../../src/events/domain-events.consumer.js';
@@ -17,7 +17,8 @@ let rollups: ReturnType<typeof fakeRollups>;
 let feed: ReturnType<typeof fakeFeed>;
 let domains: ReturnType<typeof fakeDomains>;
 let rpc: ReturnType<typeof createAnalyticsHandlers>;
-let handle: (e: EventEnvelope) => Promise<void>;
+let handle: (e: EventEnvelope) => Promise<BatchOutcome | void>;
+let handleBatch: (es: readonly EventEnvelope[]) => Promise<BatchOutcome | void>;
 
 const daysAgo = (n: number, h = 0) => new Date(NOW.getTime() - n * 86_400_000 + h * 60_000);
 let seq = 0;
@@ -40,7 +41,8 @@ beforeEach(async () => {
   ]);
   rpc = createAnalyticsHandlers({ rollups, feed, domains, now: () => NOW });
   const h = createEmailEventsHandler({ rollups, feed });
-  handle = (e) => h(e, meta);
+  handleBatch = (es) => h(es.map((event) => ({ event, deliveryCount: 1 })), { log });
+  handle = (e) => handleBatch([e]);
   const a = { domainId: 'dom_a' };
   const b = { domainId: 'dom_b', campaignId: 'cmp_1' };
   const script: EventEnvelope[] = [
@@ -65,7 +67,9 @@ beforeEach(async () => {
     emailEvent('email.delivered', 'em_7', a, daysAgo(40, 1)),
     emailEvent('email.sent', 'em_x', a, daysAgo(0, 2), 'team_other'),
   ];
-  for (const e of script) await handle(e);
+  // Half one by one, half as one batch: both ways count the same.
+  for (const e of script.slice(0, 7)) await handle(e);
+  await handleBatch(script.slice(7));
 });
 
 describe('email events -> rollups (via the handler)', () => {
@@ -78,8 +82,14 @@ describe('email events -> rollups (via the handler)', () => {
   });
 
   it('terminates malformed events as poison', async () => {
-    await expect(handle(createEvent('email.sent', T, { to: ['x'] }))).rejects.toBeInstanceOf(PoisonEventError);
-    await expect(handle({ id: 'evt_bad', type: 'email.sent', createdAt: 'never', teamId: T, data: { id: 'em' } })).rejects.toBeInstanceOf(PoisonEventError);
+    const noId = createEvent('email.sent', T, { to: ['x'] });
+    const bad = { id: 'evt_bad', type: 'email.sent', createdAt: 'never', teamId: T, data: { id: 'em' } };
+    const good = emailEvent('email.sent', 'em_new', { domainId: 'dom_a' });
+    const outcome = await handleBatch([noId, bad, good]);
+    // Only the malformed ones are terminated; the good one beside them is counted and in the feed.
+    expect([...(outcome?.poison?.keys() ?? [])]).toEqual([noId.id, 'evt_bad']);
+    expect(feed.items.map((i) => i.id)).toContain(good.id);
+    expect(feed.items.map((i) => i.id)).not.toContain('evt_bad');
   });
 
   it('projects domain events and terminates malformed ones', async () => {

@@ -21,6 +21,11 @@ export function fakeRollups(): RollupsRepository & { rows: Map<string, RollupKey
       rows.set(id, row);
       return 'counted';
     },
+    async countBatch(inputs) {
+      let counted = 0;
+      for (const input of inputs) if ((await this.countOnce(input)) === 'counted') counted++;
+      return { counted, alreadyCounted: inputs.length - counted, busy: new Set<string>() };
+    },
     async claim() {
       throw new Error('not in the fake');
     },
@@ -57,6 +62,9 @@ export function fakeFeed(): FeedRepository & { items: FeedItem[] } {
     async add(f) {
       if (items.some((i) => i.id === f.eventId)) return;
       items.push({ id: f.eventId, emailId: f.emailId, teamId: f.teamId, status: f.status, data: { ...f.data }, createdAt: f.createdAt, email: { ...f.summary, to: [...f.summary.to] } });
+    },
+    async addMany(facts) {
+      for (const f of facts) await this.add(f);
     },
     async list(teamId, filter, page, limit) {
       return items

@@ -1,3 +1,4 @@
+import { eventsV1 } from '@mailfleet/proto';
 import type { CounterName } from './campaign.js';
 
 export const COUNTER_EVENT_TYPES = ['email.sent', 'email.delivered', 'email.opened', 'email.clicked', 'email.bounced', 'email.complained'] as const;
@@ -20,10 +21,12 @@ export interface CounterEffect {
  * `email.sent` of its own, and a sent-then-bounced email shares the key.
  */
 export function counterEffectsOf(event: { id: string; type: string; data: unknown }): CounterEffect[] {
-  const data = (event.data ?? {}) as { id?: unknown; campaignId?: unknown; bounce?: { type?: unknown } | null };
-  const campaignId = typeof data.campaignId === 'string' && data.campaignId ? data.campaignId : undefined;
+  if (!(COUNTER_EVENT_TYPES as readonly string[]).includes(event.type)) return [];
+  const data = readEmailData(event.data);
+  if (!data) return [];
+  const campaignId = nonBlank(data.campaignId);
   if (!campaignId) return [];
-  const emailId = typeof data.id === 'string' && data.id ? data.id : undefined;
+  const emailId = nonBlank(data.id);
   const oncePerEmail = (counter: CounterName): CounterEffect => ({ campaignId, counters: [counter], onceKey: emailId ? `${counter}:${emailId}` : event.id });
   switch (event.type) {
     case 'email.sent': return [oncePerEmail('sent')];
@@ -37,5 +40,17 @@ export function counterEffectsOf(event: { id: string; type: string; data: unknow
         ...(emailId ? [oncePerEmail('sent')] : []),
       ];
     default: return [];
+  }
+}
+
+const nonBlank = (s: string | undefined): string | undefined => (s !== undefined && s.trim() !== '' ? s : undefined);
+
+/** The payload through the typed contract (`proto/events/v1`); undefined when it is not an object at all. */
+function readEmailData(data: unknown): eventsV1.EmailEventData | undefined {
+  if (typeof data !== 'object' || data === null) return undefined;
+  try {
+    return eventsV1.EmailEventData.fromJSON(data);
+  } catch {
+    return undefined;
   }
 }

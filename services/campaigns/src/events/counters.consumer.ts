@@ -1,4 +1,4 @@
-import { createDurableConsumer, subjectFor, type DurableConsumer, type Logger, type NatsHandle, type ServiceMetrics } from '@mailfleet/kit';
+import { createBatchConsumer, subjectFor, type DurableConsumer, type Logger, type NatsHandle, type ServiceMetrics } from '@mailfleet/kit';
 import { COUNTER_EVENT_TYPES, counterEffectsOf } from '../domain/counters.js';
 import type { CampaignsRepository } from '../repositories/campaigns.repository.js';
 
@@ -15,30 +15,32 @@ export interface CountersConsumerDeps {
 
 /**
  * Keeps the campaign counters from `email.*` events that carry a
- * campaignId. Each effect has a unique key (the event id; for sent,
- * delivered, opens and clicks the email id, so they count once per email)
- * and is counted with the kit's count-once protocol: a redelivery changes
- * nothing, and a crash between claiming the key and adding to the counter
- * is finished by the redelivery instead of losing the count. An effect whose
- * key another delivery of the same event holds right now throws
- * CountingBusyError, and the event is retried.
+ * campaignId, a batch of events at a time. Each effect has a unique key (the
+ * event id; for sent, delivered, opens and clicks the email id, so they count
+ * once per email) and the batch is counted with the kit's batched count-once:
+ * one claim for all keys, one update per campaign, so a batch costs a few
+ * writes whatever its size. A redelivery changes nothing, and a crash between
+ * the steps is finished by the redelivery instead of losing or repeating the
+ * count. An event whose key another delivery of the same event holds right
+ * now is retried later.
  */
 export function createCountersConsumer(deps: CountersConsumerDeps): DurableConsumer {
   const now = deps.now ?? (() => new Date());
-  return createDurableConsumer({
+  return createBatchConsumer({
     nats: deps.nats,
     durable: COUNTERS_DURABLE,
     filterSubjects: COUNTER_EVENT_TYPES.map(subjectFor),
     logger: deps.logger,
     metrics: deps.metrics,
-    concurrency: 4,
-    handler: async (event) => {
-      for (const effect of counterEffectsOf(event)) {
-        await deps.campaigns.countOnce({
-          id: effect.campaignId, key: `count:${effect.campaignId}:${effect.onceKey}`, eventId: event.id, counters: effect.counters,
-          now: now(), retentionMs: deps.retentionMs,
-        });
-      }
+    handler: async (batch) => {
+      const at = now();
+      const inputs = batch.flatMap(({ event }) => counterEffectsOf(event).map((effect) => ({
+        id: effect.campaignId, key: `count:${effect.campaignId}:${effect.onceKey}`, eventId: event.id, counters: effect.counters,
+        now: at, retentionMs: deps.retentionMs,
+      })));
+      if (inputs.length === 0) return;
+      const { busy } = await deps.campaigns.countBatch(inputs);
+      return busy.size > 0 ? { retry: busy } : undefined;
     },
   });
 }

@@ -1,4 +1,4 @@
-import { createCountOnce, type CountOutcome, type KeyedDoc } from '@mailfleet/kit';
+import { createBatchCountOnce, createCountOnce, type BatchCountResult, type CountOutcome, type KeyedDoc } from '@mailfleet/kit';
 import type { Collection, Db, Filter, UpdateFilter } from 'mongodb';
 import type { Campaign, CampaignStatus, CounterName } from '../domain/campaign.js';
 
@@ -96,6 +96,12 @@ export interface CampaignsRepository {
    * loses nor repeats the count. A campaign that is gone counts nothing.
    */
   countOnce(input: CountOnceInput): Promise<CountOutcome>;
+  /**
+   * countOnce for many countings in one go (the kit's batched count-once): one claim of
+   * all their keys, one update per campaign, one finish and one pull per campaign.
+   * `busy` names events whose key another delivery of the same event holds right now.
+   */
+  countBatch(inputs: readonly CountOnceInput[]): Promise<BatchCountResult>;
 }
 
 function toRecord(d: CampaignDoc): Campaign {
@@ -132,6 +138,17 @@ export function createCampaignsRepository(db: Db, countingOptions: CountingOptio
   const counting = createCountOnce({
     marks: db.collection<KeyedDoc>(ONCE_KEYS), targets: col as unknown as Collection<KeyedDoc>, ...countingOptions,
   });
+  const batchCounting = createBatchCountOnce({
+    marks: db.collection<KeyedDoc>(ONCE_KEYS), targets: col as unknown as Collection<KeyedDoc>, ...countingOptions,
+  });
+  const effectOf = ({ id, key, eventId, counters, now, retentionMs }: CountOnceInput) => {
+    const inc: Partial<Record<CounterName, number>> = {};
+    for (const c of counters) inc[c] = (inc[c] ?? 0) + 1;
+    return {
+      markId: key, eventId, target: id, markFields: { at: now, expiresAt: new Date(now.getTime() + retentionMs) },
+      inc: inc as Record<string, number>, set: { updatedAt: now },
+    };
+  };
   return {
     async ensureIndexes() {
       await col.createIndex({ teamId: 1, createdAt: -1 }, { name: 'team_created' });
@@ -210,13 +227,11 @@ export function createCampaignsRepository(db: Db, countingOptions: CountingOptio
     async backOff(id, owner, until) {
       await col.updateOne(leased(id, owner), { $set: { leaseOwner: null, leaseUntil: until } });
     },
-    async countOnce({ id, key, eventId, counters, now, retentionMs }) {
-      const inc: Partial<Record<CounterName, number>> = {};
-      for (const c of counters) inc[c] = (inc[c] ?? 0) + 1;
-      return counting.count({
-        markId: key, eventId, target: id, markFields: { at: now, expiresAt: new Date(now.getTime() + retentionMs) },
-        inc: inc as Record<string, number>, set: { updatedAt: now },
-      });
+    async countOnce(input) {
+      return counting.count(effectOf(input));
+    },
+    async countBatch(inputs) {
+      return batchCounting.count(inputs.map(effectOf));
     },
   };
 }
@@ -238,6 +253,8 @@ export function createOnceRepository(db: Db): OnceRepository {
   return {
     async ensureIndexes() {
       await col.createIndex({ expiresAt: 1 }, { name: 'expires' });
+      // A batch of counters finishes its keys by batch id (and a take-over finishes a crashed batch's).
+      await col.createIndex({ batchId: 1 }, { name: 'batch' });
     },
     async sweep(now) {
       return (await col.deleteMany({ expiresAt: { $lt: now } })).deletedCount;

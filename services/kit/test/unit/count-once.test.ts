@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decideOnExistingMark, mayApply } from '../../src/count-once.js';
+import { decideOnExistingMark, decideTakeOver, mayApply, tokenOf } from '../../src/count-once.js';
 
 describe('count-once decisions', () => {
   const now = new Date('2026-05-10T10:00:00Z');
@@ -29,5 +29,20 @@ describe('count-once decisions', () => {
   it('applies only while the margin of the lease is left', () => {
     expect(mayApply(new Date(now.getTime() + 30_000), now, 30_000)).toBe(true);
     expect(mayApply(new Date(now.getTime() + 29_999), now, 30_000)).toBe(false);
+  });
+});
+
+describe('batched count-once decisions', () => {
+  it('a batch mark\'s token is its batch id; a single mark\'s its own id', () => {
+    expect(tokenOf({ eventId: 'evt_a', batchId: 'cb_1', pending: true }, 'm1')).toBe('cb_1');
+    expect(tokenOf({ eventId: 'evt_a', pending: true }, 'm1')).toBe('m1');
+  });
+
+  it('taking over: the old token on the target means applied (settle), its absence means claim again', () => {
+    expect(decideTakeOver('cb_1', ['cb_0', 'cb_1'])).toBe('settle');
+    expect(decideTakeOver('cb_1', ['cb_0'])).toBe('reclaim');
+    expect(decideTakeOver('cb_1', [])).toBe('reclaim');
+    // No target yet: nothing was ever applied to it.
+    expect(decideTakeOver('cb_1', undefined)).toBe('reclaim');
   });
 });

@@ -1,0 +1,100 @@
+import {
+  connectNats, createEvent, createLogger, encodeEvent, ensureEventStream, EVENT_STREAM, subjectFor, type DurableConsumer, type EventEnvelope,
+  type NatsHandle,
+} from '@mailfleet/kit';
+import { awayFromUtcMidnight, isolatedNats, stopNats, testMongoUrl, uniqueDbName } from '@mailfleet/testkit';
+import { MongoClient, type CommandStartedEvent, type Db } from 'mongodb';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { utcDay } from '../../src/domain/days.js';
+import { createEmailEventsConsumer, createEmailEventsHandler, EMAIL_EVENTS_DURABLE } from '../../src/events/email-events.consumer.js';
+import { createFeedRepository } from '../../src/repositories/feed.repository.js';
+import { createRollupsRepository, rollupIdOf } from '../../src/repositories/rollups.repository.js';
+
+/**
+ * The storage budget of counting: storage operations per batch of events, not
+ * per event. Counted with the driver's command monitoring on the real store.
+ */
+const logger = createLogger({ service: 'analytics-ops-test', level: 'silent' });
+const dbName = uniqueDbName('analytics_ops');
+let client: MongoClient;
+let db: Db;
+let nats: NatsHandle;
+let natsInstance: string;
+let consumer: DurableConsumer | undefined;
+const commands: { name: string; collection: string }[] = [];
+const WRITES = new Set(['insert', 'update', 'delete', 'findAndModify']);
+
+beforeAll(async () => {
+  client = await new MongoClient(testMongoUrl(), { monitorCommands: true }).connect();
+  client.on('commandStarted', (e: CommandStartedEvent) => {
+    if (e.databaseName === dbName) commands.push({ name: e.commandName, collection: String(e.command[e.commandName]) });
+  });
+  db = client.db(dbName);
+  const started = await isolatedNats();
+  natsInstance = started.instance;
+  nats = await connectNats({ url: started.url, name: 'analytics-ops-test', logger });
+  await ensureEventStream(nats.jsm);
+  await Promise.all([createRollupsRepository(db).ensureIndexes(), createFeedRepository(db).ensureIndexes()]);
+});
+afterAll(async () => {
+  await consumer?.stop();
+  await nats?.drain();
+  await stopNats({ instance: natsInstance }).catch(() => undefined);
+  await db?.dropDatabase();
+  await client?.close();
+});
+
+const writes = () => commands.filter((c) => WRITES.has(c.name));
+
+function delivered(teamId: string, n: number): EventEnvelope[] {
+  const now = new Date();
+  return Array.from({ length: n }, (_, i) => createEvent('email.delivered', teamId, {
+    id: `em_${i}`, status: 'DELIVERED', from: 'Shop <shop@a.example>', to: ['someone@r.example'], subject: 's', domainId: 'dom_a',
+    occurredAt: now.toISOString(),
+  }, now));
+}
+
+async function deliveredOf(teamId: string): Promise<number> {
+  const doc = await db.collection('daily_rollups').findOne({ _id: rollupIdOf({ teamId, day: utcDay(new Date()), domainId: 'dom_a', kind: 'transactional' }) as never });
+  return (doc?.delivered as number | undefined) ?? 0;
+}
+
+describe('storage operations per batch', () => {
+  it('a batch costs the same five writes whether it holds 50 or 500 events of one team and day', async () => {
+    await awayFromUtcMidnight({ needMs: 60_000, afterMs: 5_000 });
+    const handler = createEmailEventsHandler({ rollups: createRollupsRepository(db), feed: createFeedRepository(db) });
+    for (const n of [50, 500]) {
+      const teamId = `team_ops_${n}_${Date.now().toString(36)}`;
+      commands.length = 0;
+      await handler(delivered(teamId, n).map((event) => ({ event, deliveryCount: 1 })), { log: logger });
+      // Marks claimed (1 insert), the rollup applied (1 update), marks finished (1 update), token pulled (1 update), feed (1 insert).
+      expect(writes().map((c) => `${c.name} ${c.collection}`)).toEqual([
+        'insert count_marks', 'update daily_rollups', 'update count_marks', 'update daily_rollups', 'insert event_feed',
+      ]);
+      expect(commands.filter((c) => !WRITES.has(c.name))).toEqual([]);
+      expect(await deliveredOf(teamId)).toBe(n);
+    }
+  });
+
+  it('500 events through JetStream: each counted once, with writes bounded per batch and far fewer batches than events', async () => {
+    await awayFromUtcMidnight({ needMs: 60_000, afterMs: 5_000 });
+    const teamId = `team_ops_js_${Date.now().toString(36)}`;
+    const events = delivered(teamId, 500);
+    await Promise.all(events.map((e) => nats.js.publish(subjectFor(e.type), encodeEvent(e), { msgID: e.id })));
+    commands.length = 0;
+    consumer = createEmailEventsConsumer({ rollups: createRollupsRepository(db), feed: createFeedRepository(db), nats, logger });
+    await consumer.start();
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      const info = await nats.jsm.consumers.info(EVENT_STREAM, EMAIL_EVENTS_DURABLE);
+      if (info.num_pending === 0 && info.num_ack_pending === 0) break;
+      if (Date.now() > deadline) throw new Error('consumer still busy');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(await deliveredOf(teamId)).toBe(500);
+    const batches = writes().filter((c) => c.name === 'insert' && c.collection === 'count_marks').length;
+    expect(batches).toBeGreaterThan(0);
+    expect(batches).toBeLessThanOrEqual(10);
+    expect(writes().length).toBeLessThanOrEqual(5 * batches);
+  });
+});
