@@ -2,16 +2,14 @@ import { readFileSync } from 'node:fs';
 import {
   ConfigError, connectNats, createLifecycle, createLogger, createMetrics, retryUntil, startMetricsServer,
 } from '@mailfleet/kit';
-import { authV1 } from '@mailfleet/proto';
 import { buildApp } from './app.js';
 import { createAuthCache } from './clients/auth-cache.js';
-import { createAuthAuthenticator } from './clients/authenticator.js';
+import { createAuthAuthenticator, createAuthFold } from './clients/authenticator.js';
 import { listenForKeyRevocations } from './clients/key-revocations.js';
 import { createKeyTouchBuffer } from './clients/key-touches.js';
 import { createRateLimiter } from './clients/rate-limiter.js';
 import { closeUpstreams, createUpstreams } from './clients/upstreams.js';
 import { loadGatewayConfig } from './config.js';
-import type { RateLimitFamilyName } from './plugins/errors.plugin.js';
 import { v1Areas } from './routes/v1/index.js';
 
 // Process entry: the only place that reads process.env, opens connections and listens.
@@ -45,14 +43,7 @@ const touches = createKeyTouchBuffer({
   intervalMs: config.keyTouchIntervalMs,
 });
 
-const familyOf = (f: authV1.RateLimitFamily) => authV1.rateLimitFamilyToJSON(f).replace('RATE_LIMIT_FAMILY_', '') as RateLimitFamilyName;
-const limiter = createRateLimiter({
-  syncIntervalMs: config.rateLimitSyncMs,
-  logger,
-  fold: async (counts) => (await upstreams.auth.call.foldRateLimits({
-    counts: counts.map((c) => ({ ...c, family: authV1.RateLimitFamily[`RATE_LIMIT_FAMILY_${c.family}`], limit: 0 })),
-  })).counts.map((c) => ({ ...c, family: familyOf(c.family) })),
-});
+const limiter = createRateLimiter({ syncIntervalMs: config.rateLimitSyncMs, logger, fold: createAuthFold(upstreams) });
 
 const app = await buildApp({
   logger,
