@@ -76,6 +76,7 @@ export function createBlockQuotaGate(opts: {
   const block = opts.block ?? 100;
   const now = opts.now ?? (() => new Date());
   const held = new Map<string, { day: string; available: number }>();
+  const reserving = new Map<string, Promise<void>>();
   const today = () => now().toISOString().slice(0, 10);
 
   async function giveBack(teamId: string, day: string, count: number): Promise<void> {
@@ -95,6 +96,35 @@ export function createBlockQuotaGate(opts: {
     return giveBack(teamId, h.day, h.available);
   }
 
+  /** Uses what is held and asks auth for the rest and a block; puts the held units back if auth refuses. */
+  async function reserveFor(teamId: string, count: number): Promise<QuotaVerdict> {
+    const h = held.get(teamId);
+    const have = h?.available ?? 0;
+    if (h) h.available = 0;
+    const need = count - have;
+    let r: Awaited<ReturnType<QuotaReserve>>;
+    try {
+      r = await opts.reserve(teamId, need, need + block);
+    } catch (err) {
+      const back = held.get(teamId);
+      if (back && back.day === h?.day) back.available += have;
+      throw err;
+    }
+    const cur = held.get(teamId);
+    if (r.granted < need) {
+      if (cur && have > 0 && cur.day === h?.day) cur.available += have;
+      const daily = r.dailyRemaining < need;
+      return { allowed: false, quota: daily ? 'daily' : 'monthly', limit: daily ? r.dailyLimit : r.monthlyLimit };
+    }
+    const extra = r.granted - need;
+    if (cur && cur.day === r.day) cur.available += extra;
+    else {
+      if (cur) void giveBack(teamId, cur.day, cur.available);
+      held.set(teamId, { day: r.day, available: extra });
+    }
+    return { allowed: true };
+  }
+
   const sweeper = setInterval(() => {
     const day = today();
     void Promise.all([...held.keys()].map((teamId) => dropStale(teamId, day)));
@@ -104,36 +134,26 @@ export function createBlockQuotaGate(opts: {
   return {
     async consume(teamId, count) {
       void dropStale(teamId, today());
-      const h = held.get(teamId);
-      if (h && h.available >= count) {
-        h.available -= count;
-        return { allowed: true };
+      // Sends that find the block used up while a reservation is on its way wait for it rather than each
+      // reserving a block of their own (one call to auth per block, not per concurrent send).
+      for (;;) {
+        const h = held.get(teamId);
+        if (h && h.available >= count) {
+          h.available -= count;
+          return { allowed: true };
+        }
+        const flight = reserving.get(teamId);
+        if (!flight) break;
+        await flight;
       }
-      // Use what is held and ask auth for the rest; put it back if auth refuses.
-      const have = h?.available ?? 0;
-      if (h) h.available = 0;
-      const need = count - have;
-      let r: Awaited<ReturnType<QuotaReserve>>;
+      let done!: () => void;
+      reserving.set(teamId, new Promise<void>((resolve) => { done = resolve; }));
       try {
-        r = await opts.reserve(teamId, need, need + block);
-      } catch (err) {
-        const back = held.get(teamId);
-        if (back && back.day === h?.day) back.available += have;
-        throw err;
+        return await reserveFor(teamId, count);
+      } finally {
+        reserving.delete(teamId);
+        done();
       }
-      const cur = held.get(teamId);
-      if (r.granted < need) {
-        if (cur && have > 0 && cur.day === h?.day) cur.available += have;
-        const daily = r.dailyRemaining < need;
-        return { allowed: false, quota: daily ? 'daily' : 'monthly', limit: daily ? r.dailyLimit : r.monthlyLimit };
-      }
-      const extra = r.granted - need;
-      if (cur && cur.day === r.day) cur.available += extra;
-      else {
-        if (cur) void giveBack(teamId, cur.day, cur.available);
-        held.set(teamId, { day: r.day, available: extra });
-      }
-      return { allowed: true };
     },
     async releaseAll() {
       const all = [...held];
