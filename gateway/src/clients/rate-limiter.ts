@@ -56,10 +56,11 @@ const MAX_PER_FOLD = 1000;
  * `sync_rate`). A request is admitted while shared + in flight + pending + its
  * cost stays within the limit, so one replica alone is exact, and every
  * replica learns the others' counts at each fold. Between two folds a replica
- * cannot see what the others admitted: over a window the replicas together
- * admit at most limit + (replicas - 1) x (what one replica admits in one sync
- * interval), and never more than replicas x limit, since each replica's own
- * count alone never passes the limit. Requests cost no call to auth and no
+ * cannot see what the others admitted since their last fold that reached it:
+ * over a window the replicas together admit at most limit + (replicas - 1) x
+ * (what one replica admits in two sync intervals: the other's fold, then this
+ * one's), and never more than replicas x limit, since each replica's own count
+ * alone never passes the limit. Requests cost no call to auth and no
  * write; auth writes once per fold.
  */
 export function createRateLimiter(opts: {
