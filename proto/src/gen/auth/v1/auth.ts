@@ -578,11 +578,17 @@ export interface AdmitResponse {
   quotaDay: string;
   /** Daily limit of the plan. */
   dailyLimit: number;
-  /** Emails left today after this call (reservations of every replica counted). */
+  /**
+   * Emails left today after this call (reservations of every replica
+   * counted); 0 when no quota was asked for (the counters are not read then).
+   */
   dailyRemaining: number;
   /** Monthly limit of the plan; -1 means unlimited. */
   monthlyLimit: number;
-  /** Emails left this month after this call; -1 when unlimited. */
+  /**
+   * Emails left this month after this call; -1 when unlimited; 0 when no
+   * quota was asked for.
+   */
   monthlyRemaining: number;
 }
 
