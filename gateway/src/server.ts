@@ -2,12 +2,12 @@ import { readFileSync } from 'node:fs';
 import {
   ConfigError, connectNats, createLifecycle, createLogger, createMetrics, retryUntil, startMetricsServer,
 } from '@mailfleet/kit';
-import { authV1 } from '@mailfleet/proto';
 import { buildApp } from './app.js';
 import { createAuthCache } from './clients/auth-cache.js';
-import { createAuthAuthenticator } from './clients/authenticator.js';
+import { createAuthAuthenticator, createAuthFold } from './clients/authenticator.js';
 import { listenForKeyRevocations } from './clients/key-revocations.js';
 import { createKeyTouchBuffer } from './clients/key-touches.js';
+import { createRateLimiter } from './clients/rate-limiter.js';
 import { closeUpstreams, createUpstreams } from './clients/upstreams.js';
 import { loadGatewayConfig } from './config.js';
 import { v1Areas } from './routes/v1/index.js';
@@ -43,19 +43,20 @@ const touches = createKeyTouchBuffer({
   intervalMs: config.keyTouchIntervalMs,
 });
 
+const limiter = createRateLimiter({ syncIntervalMs: config.rateLimitSyncMs, logger, fold: createAuthFold(upstreams) });
+
 const app = await buildApp({
   logger,
   registry: metrics.registry,
   authenticate: cache.authenticate,
   onAuthenticated: (p) => touches.record(p),
-  rateLimitCheck: async (teamId, family, cost) =>
-    upstreams.auth.call.checkRateLimit({ teamId, family: authV1.RateLimitFamily[`RATE_LIMIT_FAMILY_${family}`], cost }),
+  rateLimitCheck: (principal, family, cost) => limiter.check(principal, family, cost),
   areas: v1Areas({ upstreams, onKeyDeleted: (keyId) => cache.revokeKey(keyId) }),
   info: { version: pkg.version, environment: config.environment, startedAt: Date.now(), draining: () => draining },
   trustProxy: config.trustProxy,
 });
 
-// Order: fail health for SHUTDOWN_DELAY_MS so the load balancer stops routing here, stop taking requests and finish in-flight ones, flush last-use times, stop listening, close channels.
+// Order: fail health for SHUTDOWN_DELAY_MS so the load balancer stops routing here, stop taking requests and finish in-flight ones, flush last-use times and rate-limit counts, stop listening, close channels.
 lifecycle.add({
   name: 'drain',
   run: async () => {
@@ -65,6 +66,7 @@ lifecycle.add({
 });
 lifecycle.add({ name: 'close http', run: () => app.close() });
 lifecycle.add({ name: 'flush key touches', run: () => touches.stop() });
+lifecycle.add({ name: 'fold rate-limit counts', run: () => limiter.stop() });
 lifecycle.add({ name: 'stop revocation listener', run: () => revocations.stop() });
 lifecycle.add({ name: 'drain nats', run: () => nats.drain() });
 lifecycle.add({ name: 'close upstreams', run: () => closeUpstreams(upstreams) });

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { GatewayError } from './errors.plugin.js';
+import { GatewayError, type RateLimitFamilyName } from './errors.plugin.js';
 
 export type Permission = 'FULL' | 'SENDING';
 
@@ -12,6 +12,8 @@ export interface Principal {
   readonly permission: Permission;
   /** Set for a domain-restricted key. */
   readonly domainId?: string | undefined;
+  /** The team's rate limits in force when auth admitted the key (per family, units per minute). */
+  readonly rateLimits?: Readonly<Partial<Record<RateLimitFamilyName, number>>> | undefined;
 }
 
 /** Resolves a bearer token; rejects with an UNAUTHENTICATED gRPC error (or GatewayError 401) when it is not a live key. */

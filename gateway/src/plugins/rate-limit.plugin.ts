@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
+import type { Principal } from './auth.plugin.js';
 import type { RateLimitFamilyName } from './errors.plugin.js';
 
 export interface RateLimitVerdict {
@@ -9,15 +10,17 @@ export interface RateLimitVerdict {
   resetSeconds: number;
 }
 
-export type RateLimitCheck = (teamId: string, family: RateLimitFamilyName, cost: number) => Promise<RateLimitVerdict>;
+export type RateLimitCheck = (principal: Principal, family: RateLimitFamilyName, cost: number) => Promise<RateLimitVerdict> | RateLimitVerdict;
 
 /**
- * Per-team, per-family budgets (SPEC section 8) kept by the auth service in
- * the database, so they hold across every gateway replica. Runs after body
- * validation because a batch costs one unit per email. Every authenticated
- * response carries RateLimit-* headers; a refusal is 429 with Retry-After.
- * If the check itself cannot be made the request proceeds (logged): a
- * limiter outage must not take sending down.
+ * Per-team, per-family budgets (SPEC section 8) shared by every gateway
+ * replica: the check counts locally and the counts are folded into auth's
+ * shared windows every sync interval (clients/rate-limiter.ts, which states
+ * the bound on what replicas together may admit). Runs after body validation
+ * because a batch costs one unit per email. Every authenticated response
+ * carries RateLimit-* headers; a refusal is 429 with Retry-After. If the check
+ * itself cannot be made the request proceeds (logged): a limiter outage must
+ * not take sending down.
  */
 export const rateLimitPlugin = fp(async (app: FastifyInstance, opts: { check: RateLimitCheck }) => {
   app.addHook('preHandler', async (request, reply) => {
@@ -27,7 +30,7 @@ export const rateLimitPlugin = fp(async (app: FastifyInstance, opts: { check: Ra
     const cost = Math.max(1, config?.rateLimit?.cost?.(request) ?? 1);
     let verdict: RateLimitVerdict;
     try {
-      verdict = await opts.check(request.principal.teamId, family, cost);
+      verdict = await opts.check(request.principal, family, cost);
     } catch (err) {
       request.log.warn({ err, family }, 'rate limit check failed; letting the request through');
       return;

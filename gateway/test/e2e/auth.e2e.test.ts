@@ -222,8 +222,11 @@ describe('teams and settings', () => {
   });
 });
 
+/** Each gateway folds its local counts into auth every RATE_LIMIT_SYNC_MS (1 s by default); two folds and a margin. */
+const afterFolds = () => new Promise((r) => setTimeout(r, 2_500));
+
 describe('rate limits hold across gateway replicas', () => {
-  it('the team\'s budget is shared: the request past it is 429 with headers on either gateway', async () => {
+  it('the team\'s budget is shared: once both gateways have folded, the request past it is 429 with headers on either gateway', async () => {
     const { teamId, token } = await createTeam('Limited');
     const set = await mailfleet(['team', 'update', '--team', teamId, '--rate-limit', 'DEFAULT=10', '--json']);
     expect(set.code).toBe(0);
@@ -235,9 +238,11 @@ describe('rate limits hold across gateway replicas', () => {
       const res = await (i % 2 === 0 ? api : api2)('GET', '/v1/settings', { token });
       statuses.push(res.status);
       expect(res.headers.get('ratelimit-limit')).toBe('10');
-      expect(res.headers.get('ratelimit-remaining')).toBe(String(9 - i));
+      // A gateway counts what it admitted at once and what the other admitted at its next fold: never less left than is true.
+      expect(Number(res.headers.get('ratelimit-remaining'))).toBeGreaterThanOrEqual(9 - i);
     }
     expect(statuses.every((s) => s === 200)).toBe(true);
+    await afterFolds();
     const over = await api2('GET', '/v1/settings', { token });
     expect(over.status).toBe(429);
     expect(over.body).toMatchObject({ code: 'RATE_LIMITED' });
@@ -246,7 +251,7 @@ describe('rate limits hold across gateway replicas', () => {
     expect((await api('GET', '/v1/settings', { token })).status).toBe(429);
   });
 
-  it('the team\'s 101st send within a minute across both gateways is 429 with RateLimit-Limit/Remaining/Reset and Retry-After headers', async () => {
+  it('the team\'s 101st send within a minute across both gateways (after their folds) is 429 with RateLimit-Limit/Remaining/Reset and Retry-After headers', async () => {
     // Fixed one-minute windows: the 101 sends must share one. Each attempt starts early in a minute with a fresh team;
     // one that a slow machine stretched across a window boundary proves nothing and is run again (at most three).
     for (let attempt = 1; ; attempt++) {
@@ -265,14 +270,16 @@ describe('rate limits hold across gateway replicas', () => {
         }
       }));
       const over = inbox('rl100');
+      await afterFolds();
       const refused = await sendAs(s.token, s.domain, over);
       if (Math.floor(Date.now() / 60_000) !== Math.floor(started / 60_000)) {
         expect(attempt, 'the 101 sends never fitted in one rate-limit window').toBeLessThan(3);
         continue;
       }
       expect(results.filter((r) => r.status !== 200 || r.limit !== '100')).toEqual([]);
-      // One shared budget: each of the 100 took its own unit, whichever gateway it came through.
-      expect(results.map((r) => Number(r.remaining)).sort((a, b) => a - b)).toEqual(Array.from({ length: 100 }, (_, i) => i));
+      // One shared budget: the 100 fit in it whichever gateway each came through (each gateway's view lags the
+      // other's by at most one fold, so it may show more left than is true, never more than the limit).
+      expect(results.every((r) => Number(r.remaining) >= 0 && Number(r.remaining) <= 99)).toBe(true);
       expect(refused.status).toBe(429);
       expect(refused.body).toEqual({ code: 'RATE_LIMITED', message: expect.stringContaining('100 requests per minute') });
       expect(refused.headers.get('ratelimit-limit')).toBe('100');

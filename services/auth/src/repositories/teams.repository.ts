@@ -47,6 +47,8 @@ export interface TeamsRepository {
   userExists(userId: string): Promise<boolean>;
   createTeam(input: { name: string; plan: PlanName; ownerUserId: string; now?: Date }): Promise<TeamRecord>;
   getTeam(teamId: string): Promise<TeamRecord | undefined>;
+  /** Several teams in one read (a rate-limit fold names every team it counts). */
+  getTeams(teamIds: readonly string[]): Promise<TeamRecord[]>;
   listTeamsOfUser(userId: string): Promise<TeamRecord[]>;
   listAll(): Promise<TeamRecord[]>;
   updateLimits(teamId: string, update: TeamLimitsUpdate, now?: Date): Promise<TeamRecord | undefined>;
@@ -98,6 +100,10 @@ export function createTeamsRepository(db: Db): TeamsRepository {
     async getTeam(teamId) {
       const d = await teams.findOne({ _id: teamId });
       return d ? toRecord(d) : undefined;
+    },
+    async getTeams(teamIds) {
+      if (teamIds.length === 0) return [];
+      return (await teams.find({ _id: { $in: [...teamIds] } }).toArray()).map(toRecord);
     },
     async listTeamsOfUser(userId) {
       return (await teams.find({ memberIds: userId }).sort({ createdAt: 1, _id: 1 }).toArray()).map(toRecord);

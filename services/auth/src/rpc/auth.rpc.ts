@@ -2,8 +2,11 @@ import {
   InvalidArgumentError, NotFoundError, PermissionDeniedError, UnauthenticatedError, newId, type UnaryHandlers,
 } from '@mailfleet/kit';
 import type { authV1 } from '@mailfleet/proto';
+import { parseQuotaDay, quotaGrant, quotaRoom } from '../domain/admission.js';
 import { quotaPeriods } from '../domain/plans.js';
-import { DEFAULT_RATE_LIMITS, limitFor, RATE_LIMIT_FAMILIES, rateWindow, type RateLimitFamily } from '../domain/rate-limits.js';
+import {
+  DEFAULT_RATE_LIMITS, limitFor, RATE_LIMIT_FAMILIES, RATE_WINDOW_MS, rateWindow, type RateLimitFamily,
+} from '../domain/rate-limits.js';
 import { generateToken, hashesEqual, hashToken, looksLikeToken, partialToken } from '../domain/tokens.js';
 import type { ApiKeysRepository } from '../repositories/api-keys.repository.js';
 import type { CountersRepository } from '../repositories/counters.repository.js';
@@ -52,15 +55,114 @@ export function createAuthHandlers(deps: AuthRpcDeps): UnaryHandlers<authV1.Auth
     return Object.fromEntries(RATE_LIMIT_FAMILIES.map((f) => [f, limitFor(f, t.rateLimits, defaults)]));
   }
 
+  async function principalOf(token: string) {
+    if (!looksLikeToken(token)) throw new UnauthenticatedError('Invalid API key');
+    const hash = hashToken(deps.hashSecret, token);
+    const key = await deps.keys.findByHash(hash);
+    if (!key || !hashesEqual(key.tokenHash, hash)) throw new UnauthenticatedError('Invalid API key');
+    return {
+      teamId: key.teamId, keyId: key.id, permission: apiKeyToProto(key).permission, domainId: key.domainId, userId: key.createdByUserId,
+    };
+  }
+
+  /**
+   * Reserves between min and max emails from the day and the month: one read
+   * of both counters, then a conditional take of each. A take that loses a race
+   * with another replica retries once with just `min`; what the day took is
+   * handed back when the month refuses.
+   */
+  async function reserveQuota(t: TeamRecord, min: number, max: number) {
+    const p = quotaPeriods(now());
+    const dayKey = `${t.id}:day:${p.day}`;
+    const monthKey = `${t.id}:month:${p.month}`;
+    const unlimitedMonth = t.monthlyEmailLimit < 0;
+    const dayExpires = new Date(p.dayEndsAt.getTime() + 86_400_000);
+    const monthExpires = new Date(p.monthEndsAt.getTime() + 86_400_000);
+    const counts = await deps.quotas.readMany(unlimitedMonth ? [dayKey] : [dayKey, monthKey]);
+    let state = { dailyLimit: t.dailyEmailLimit, monthlyLimit: t.monthlyEmailLimit, dayCount: counts.get(dayKey) ?? 0, monthCount: counts.get(monthKey) ?? 0 };
+    let granted = 0;
+    for (const want of [quotaGrant(state, min, max), min]) {
+      if (want < min || want === 0) break;
+      const day = await deps.quotas.take(dayKey, want, t.dailyEmailLimit, dayExpires);
+      state = { ...state, dayCount: day.count };
+      if (!day.allowed) continue;
+      if (!unlimitedMonth) {
+        const month = await deps.quotas.take(monthKey, want, t.monthlyEmailLimit, monthExpires);
+        state = { ...state, monthCount: month.count };
+        if (!month.allowed) {
+          await deps.quotas.give(dayKey, want);
+          state = { ...state, dayCount: state.dayCount - want };
+          continue;
+        }
+      }
+      granted = want;
+      break;
+    }
+    const room = quotaRoom(state);
+    return {
+      quotaAllowed: granted > 0, quotaGranted: granted, quotaDay: p.day,
+      dailyLimit: t.dailyEmailLimit, dailyRemaining: room.day,
+      monthlyLimit: t.monthlyEmailLimit, monthlyRemaining: unlimitedMonth ? -1 : room.month,
+    };
+  }
+
   return {
     async authenticateKey(req) {
-      if (!looksLikeToken(req.token)) throw new UnauthenticatedError('Invalid API key');
-      const hash = hashToken(deps.hashSecret, req.token);
-      const key = await deps.keys.findByHash(hash);
-      if (!key || !hashesEqual(key.tokenHash, hash)) throw new UnauthenticatedError('Invalid API key');
+      return principalOf(req.token);
+    },
+
+    async admit(req) {
+      // A token is authenticated; without one the caller already holds the principal and names its team.
+      const principal = req.token
+        ? await principalOf(req.token)
+        : { teamId: requireId(req.teamId, 'team_id'), keyId: '', permission: 0, domainId: undefined, userId: '' };
+      if (req.quotaMin < 0 || req.quotaMax < 0) throw new InvalidArgumentError('quota_min and quota_max must be >= 0');
+      const t = await team(principal.teamId);
+      const base = { ...principal, rateLimits: limitsInForce(t) };
+      if (req.quotaMin === 0) {
+        return {
+          ...base, quotaAllowed: true, quotaGranted: 0, quotaDay: quotaPeriods(now()).day,
+          dailyLimit: t.dailyEmailLimit, dailyRemaining: 0, monthlyLimit: t.monthlyEmailLimit, monthlyRemaining: 0,
+        };
+      }
+      return { ...base, ...(await reserveQuota(t, req.quotaMin, Math.max(req.quotaMin, req.quotaMax))) };
+    },
+
+    async foldRateLimits(req) {
+      if (req.counts.length > 1000) throw new InvalidArgumentError('at most 1000 counts per call');
+      const entries: { teamId: string; family: RateLimitFamily; protoFamily: authV1.RateLimitFamily; windowStartMs: number; count: number; key: string }[] = [];
+      for (const c of req.counts) {
+        const family = familyFromProto(c.family);
+        if (!family || !c.teamId) throw new InvalidArgumentError('each count needs a team_id and a family');
+        if (c.windowStartMs % RATE_WINDOW_MS !== 0 || c.count < 0) throw new InvalidArgumentError('window_start_ms must start a minute and count must be >= 0');
+        entries.push({ teamId: c.teamId, family, protoFamily: c.family, windowStartMs: c.windowStartMs, count: c.count, key: `${c.teamId}:${family}:${c.windowStartMs}` });
+      }
+      const teams = new Map((await deps.teams.getTeams([...new Set(entries.map((e) => e.teamId))])).map((t) => [t.id, t]));
+      // Counts of unknown teams are dropped: nothing is kept for a team that does not exist.
+      const known = entries.filter((e) => teams.has(e.teamId));
+      const amounts = new Map<string, { amount: number; expiresAt: Date }>();
+      for (const e of known) {
+        const cur = amounts.get(e.key);
+        amounts.set(e.key, { amount: (cur?.amount ?? 0) + e.count, expiresAt: new Date(e.windowStartMs + 2 * RATE_WINDOW_MS) });
+      }
+      await deps.rateWindows.add([...amounts].map(([key, v]) => ({ key, ...v })));
+      const shared = await deps.rateWindows.readMany([...amounts.keys()]);
       return {
-        teamId: key.teamId, keyId: key.id, permission: apiKeyToProto(key).permission, domainId: key.domainId, userId: key.createdByUserId,
+        counts: known.map((e) => ({
+          teamId: e.teamId, family: e.protoFamily,
+          windowStartMs: e.windowStartMs, count: shared.get(e.key) ?? 0, limit: limitFor(e.family, teams.get(e.teamId)!.rateLimits, defaults),
+        })),
       };
+    },
+
+    async releaseQuota(req) {
+      const period = parseQuotaDay(req.day);
+      if (!period) throw new InvalidArgumentError('day must be YYYY-MM-DD');
+      if (req.count < 1) throw new InvalidArgumentError('count must be at least 1');
+      const t = await team(req.teamId);
+      await deps.quotas.give(`${t.id}:day:${period.day}`, req.count);
+      if (t.monthlyEmailLimit >= 0) await deps.quotas.give(`${t.id}:month:${period.month}`, req.count);
+      return {};
     },
 
     async createTeam(req) {

@@ -169,3 +169,58 @@ describe('rate limits and quotas', () => {
     expect(await auth.call.consumeQuota({ teamId, count: 4 })).toMatchObject({ allowed: true, dailyRemaining: 0, monthlyLimit: -1, monthlyRemaining: -1 });
   });
 });
+
+describe('admission (Admit, FoldRateLimits, ReleaseQuota)', () => {
+  const SEND = authV1.RateLimitFamily.RATE_LIMIT_FAMILY_SEND_EMAIL;
+
+  it('Admit authenticates a key and returns the team\'s rate limits in force; unknown tokens and teams are refused', async () => {
+    const { teamId, userId } = await newTeam('Admit');
+    await auth.call.updateTeamLimits({ teamId, plan: 0, rateLimits: { SEND_EMAIL: 7 } });
+    const { token, apiKey } = await auth.call.createApiKey({ teamId, name: 'k', permission: authV1.Permission.PERMISSION_SENDING, domainId: 'dom_9', createdByUserId: userId });
+    const admitted = await auth.call.admit({ token, teamId: '', quotaMin: 0, quotaMax: 0 });
+    expect(admitted).toMatchObject({ teamId, keyId: apiKey!.id, userId, permission: authV1.Permission.PERMISSION_SENDING, domainId: 'dom_9', quotaAllowed: true, quotaGranted: 0 });
+    expect(admitted.rateLimits).toEqual({ SEND_EMAIL: 7, BATCH_EMAIL: 1000, READ_EMAIL: 100, FEEDBACK_LIST: 100, CONTACT: 500, BULK_CONTACT: 100, DEFAULT: 300 });
+    expect(await code(auth.call.admit({ token: 'mf_' + 'x'.repeat(40), teamId, quotaMin: 0, quotaMax: 0 }))).toBe('UNAUTHENTICATED');
+    expect(await code(auth.call.admit({ token: '', teamId: 'team_missing', quotaMin: 1, quotaMax: 1 }))).toBe('NOT_FOUND');
+    expect(await code(auth.call.admit({ token: '', teamId: '', quotaMin: 1, quotaMax: 1 }))).toBe('INVALID_ARGUMENT');
+    await auth.call.deleteApiKey({ teamId, keyId: apiKey!.id });
+    expect(await code(auth.call.admit({ token, teamId: '', quotaMin: 0, quotaMax: 0 }))).toBe('UNAUTHENTICATED');
+  });
+
+  it('Admit reserves quota between min and max, never past the day or the month; ReleaseQuota gives it back', async () => {
+    const { teamId } = await newTeam('Reserve');
+    await auth.call.updateTeamLimits({ teamId, plan: 0, dailyEmailLimit: 50, monthlyEmailLimit: 60, rateLimits: {} });
+    const first = await auth.call.admit({ token: '', teamId, quotaMin: 2, quotaMax: 100 });
+    // The block beyond the send is capped at a tenth of the limits (5 of 50).
+    expect(first).toMatchObject({ quotaAllowed: true, quotaGranted: 7, dailyLimit: 50, dailyRemaining: 43, monthlyLimit: 60, monthlyRemaining: 53 });
+    expect(first.quotaDay).toBe(new Date().toISOString().slice(0, 10));
+    expect(await auth.call.admit({ token: '', teamId, quotaMin: 44, quotaMax: 44 })).toMatchObject({ quotaAllowed: false, quotaGranted: 0, dailyRemaining: 43 });
+    expect(await auth.call.admit({ token: '', teamId, quotaMin: 40, quotaMax: 45 })).toMatchObject({ quotaAllowed: true, quotaGranted: 43, dailyRemaining: 0, monthlyRemaining: 10 });
+    await auth.call.releaseQuota({ teamId, day: first.quotaDay, count: 5 });
+    expect(await auth.call.admit({ token: '', teamId, quotaMin: 5, quotaMax: 5 })).toMatchObject({ quotaAllowed: true, dailyRemaining: 0, monthlyRemaining: 10 });
+    expect(await code(auth.call.releaseQuota({ teamId, day: 'yesterday', count: 1 }))).toBe('INVALID_ARGUMENT');
+    expect(await code(auth.call.releaseQuota({ teamId, day: first.quotaDay, count: 0 }))).toBe('INVALID_ARGUMENT');
+  });
+
+  it('FoldRateLimits adds every replica\'s counts to one shared window and returns it with the limit', async () => {
+    const { teamId } = await newTeam('Fold');
+    await auth.call.updateTeamLimits({ teamId, plan: 0, rateLimits: { SEND_EMAIL: 40 } });
+    const windowStartMs = Math.floor(Date.now() / 60_000) * 60_000;
+    const a = await auth.call.foldRateLimits({ counts: [{ teamId, family: SEND, windowStartMs, count: 5, limit: 0 }] });
+    expect(a.counts).toEqual([{ teamId, family: SEND, windowStartMs, count: 5, limit: 40 }]);
+    const b = await auth.call.foldRateLimits({
+      counts: [
+        { teamId, family: SEND, windowStartMs, count: 3, limit: 0 },
+        { teamId: 'team_missing', family: SEND, windowStartMs, count: 3, limit: 0 },
+        { teamId, family: authV1.RateLimitFamily.RATE_LIMIT_FAMILY_CONTACT, windowStartMs, count: 0, limit: 0 },
+      ],
+    });
+    // Counts of an unknown team are dropped; a count of 0 only reads.
+    expect(b.counts).toEqual([
+      { teamId, family: SEND, windowStartMs, count: 8, limit: 40 },
+      { teamId, family: authV1.RateLimitFamily.RATE_LIMIT_FAMILY_CONTACT, windowStartMs, count: 0, limit: 500 },
+    ]);
+    expect(await code(auth.call.foldRateLimits({ counts: [{ teamId, family: SEND, windowStartMs: windowStartMs + 1, count: 1, limit: 0 }] }))).toBe('INVALID_ARGUMENT');
+    expect(await code(auth.call.foldRateLimits({ counts: [{ teamId, family: 0, windowStartMs, count: 1, limit: 0 }] }))).toBe('INVALID_ARGUMENT');
+  });
+});

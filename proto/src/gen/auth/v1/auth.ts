@@ -533,6 +533,113 @@ export interface UpdateTeamLimitsResponse_RateLimitsEntry {
   value: number;
 }
 
+/** AdmitRequest identifies the caller and, for a send, the emails to reserve. */
+export interface AdmitRequest {
+  /**
+   * Bearer token to authenticate, without the `Bearer ` prefix; empty when the
+   * caller already holds the principal and names its team in `team_id`.
+   */
+  token: string;
+  /** Team of an already-authenticated principal; ignored when `token` is set. */
+  teamId: string;
+  /** Fewest emails to reserve from the quotas; 0 reserves nothing. */
+  quotaMin: number;
+  /**
+   * Most emails to reserve (a block for later sends); below `quota_min` means
+   * `quota_min`.
+   */
+  quotaMax: number;
+}
+
+/** AdmitResponse is the principal, the limits in force and the quota verdict. */
+export interface AdmitResponse {
+  /** Team the key (or the given team id) acts for. */
+  teamId: string;
+  /** Id of the key; empty when no token was given. */
+  keyId: string;
+  /** What the key may do; UNSPECIFIED when no token was given. */
+  permission: Permission;
+  /** The only domain the key may use; absent when not restricted. */
+  domainId?:
+    | string
+    | undefined;
+  /** User who created the key; empty when no token was given. */
+  userId: string;
+  /**
+   * Rate limits in force (units per minute) keyed by family name without
+   * prefix, e.g. `SEND_EMAIL`, defaults filled in.
+   */
+  rateLimits: { [key: string]: number };
+  /** Whether `quota_min` emails were reserved; true when none were asked for. */
+  quotaAllowed: boolean;
+  /** Emails reserved by this call (0 when refused or not asked for). */
+  quotaGranted: number;
+  /** UTC day (YYYY-MM-DD) the reservation counts against; ReleaseQuota takes it back. */
+  quotaDay: string;
+  /** Daily limit of the plan. */
+  dailyLimit: number;
+  /**
+   * Emails left today after this call (reservations of every replica
+   * counted); 0 when no quota was asked for (the counters are not read then).
+   */
+  dailyRemaining: number;
+  /** Monthly limit of the plan; -1 means unlimited. */
+  monthlyLimit: number;
+  /**
+   * Emails left this month after this call; -1 when unlimited; 0 when no
+   * quota was asked for.
+   */
+  monthlyRemaining: number;
+}
+
+export interface AdmitResponse_RateLimitsEntry {
+  key: string;
+  value: number;
+}
+
+/** RateLimitCount is one replica's count for one team, family and window. */
+export interface RateLimitCount {
+  /** Team whose budget is counted. */
+  teamId: string;
+  /** Endpoint family of the budget. */
+  family: RateLimitFamily;
+  /** Start of the fixed one-minute window, in milliseconds since the epoch. */
+  windowStartMs: number;
+  /**
+   * Units: in a request, those counted since the last fold (0 only reads);
+   * in a response, the shared count after the fold.
+   */
+  count: number;
+  /** In a response, the limit in force for the team and family; unused in a request. */
+  limit: number;
+}
+
+/** FoldRateLimitsRequest carries a replica's local counts. */
+export interface FoldRateLimitsRequest {
+  /** Counts to add; at most 1000 per call. */
+  counts: RateLimitCount[];
+}
+
+/** FoldRateLimitsResponse holds the shared counts after the fold. */
+export interface FoldRateLimitsResponse {
+  /** One entry per requested window whose team exists, with the shared count and the limit. */
+  counts: RateLimitCount[];
+}
+
+/** ReleaseQuotaRequest gives back reserved emails. */
+export interface ReleaseQuotaRequest {
+  /** Team whose quotas get the emails back. */
+  teamId: string;
+  /** UTC day (YYYY-MM-DD) the emails were reserved for (AdmitResponse.quota_day). */
+  day: string;
+  /** Emails to give back (at least 1). */
+  count: number;
+}
+
+/** ReleaseQuotaResponse is empty: the emails are available again. */
+export interface ReleaseQuotaResponse {
+}
+
 function createBaseTeam(): Team {
   return { id: "", name: "", slug: "", plan: 0, createdAt: undefined, updatedAt: undefined };
 }
@@ -3779,6 +3886,1020 @@ export const UpdateTeamLimitsResponse_RateLimitsEntry: MessageFns<UpdateTeamLimi
   },
 };
 
+function createBaseAdmitRequest(): AdmitRequest {
+  return { token: "", teamId: "", quotaMin: 0, quotaMax: 0 };
+}
+
+export const AdmitRequest: MessageFns<AdmitRequest> = {
+  encode(message: AdmitRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.token !== "") {
+      writer.uint32(10).string(message.token);
+    }
+    if (message.teamId !== "") {
+      writer.uint32(18).string(message.teamId);
+    }
+    if (message.quotaMin !== 0) {
+      writer.uint32(24).int32(message.quotaMin);
+    }
+    if (message.quotaMax !== 0) {
+      writer.uint32(32).int32(message.quotaMax);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AdmitRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAdmitRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.token = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.teamId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.quotaMin = reader.int32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.quotaMax = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AdmitRequest {
+    return {
+      token: isSet(object.token) ? globalThis.String(object.token) : "",
+      teamId: isSet(object.teamId)
+        ? globalThis.String(object.teamId)
+        : isSet(object.team_id)
+        ? globalThis.String(object.team_id)
+        : "",
+      quotaMin: isSet(object.quotaMin)
+        ? globalThis.Number(object.quotaMin)
+        : isSet(object.quota_min)
+        ? globalThis.Number(object.quota_min)
+        : 0,
+      quotaMax: isSet(object.quotaMax)
+        ? globalThis.Number(object.quotaMax)
+        : isSet(object.quota_max)
+        ? globalThis.Number(object.quota_max)
+        : 0,
+    };
+  },
+
+  toJSON(message: AdmitRequest): unknown {
+    const obj: any = {};
+    if (message.token !== "") {
+      obj.token = message.token;
+    }
+    if (message.teamId !== "") {
+      obj.teamId = message.teamId;
+    }
+    if (message.quotaMin !== 0) {
+      obj.quotaMin = Math.round(message.quotaMin);
+    }
+    if (message.quotaMax !== 0) {
+      obj.quotaMax = Math.round(message.quotaMax);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AdmitRequest>, I>>(base?: I): AdmitRequest {
+    return AdmitRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AdmitRequest>, I>>(object: I): AdmitRequest {
+    const message = createBaseAdmitRequest();
+    message.token = object.token ?? "";
+    message.teamId = object.teamId ?? "";
+    message.quotaMin = object.quotaMin ?? 0;
+    message.quotaMax = object.quotaMax ?? 0;
+    return message;
+  },
+};
+
+function createBaseAdmitResponse(): AdmitResponse {
+  return {
+    teamId: "",
+    keyId: "",
+    permission: 0,
+    domainId: undefined,
+    userId: "",
+    rateLimits: {},
+    quotaAllowed: false,
+    quotaGranted: 0,
+    quotaDay: "",
+    dailyLimit: 0,
+    dailyRemaining: 0,
+    monthlyLimit: 0,
+    monthlyRemaining: 0,
+  };
+}
+
+export const AdmitResponse: MessageFns<AdmitResponse> = {
+  encode(message: AdmitResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.teamId !== "") {
+      writer.uint32(10).string(message.teamId);
+    }
+    if (message.keyId !== "") {
+      writer.uint32(18).string(message.keyId);
+    }
+    if (message.permission !== 0) {
+      writer.uint32(24).int32(message.permission);
+    }
+    if (message.domainId !== undefined) {
+      writer.uint32(34).string(message.domainId);
+    }
+    if (message.userId !== "") {
+      writer.uint32(42).string(message.userId);
+    }
+    globalThis.Object.entries(message.rateLimits).forEach(([key, value]: [string, number]) => {
+      AdmitResponse_RateLimitsEntry.encode({ key: key as any, value }, writer.uint32(50).fork()).join();
+    });
+    if (message.quotaAllowed !== false) {
+      writer.uint32(56).bool(message.quotaAllowed);
+    }
+    if (message.quotaGranted !== 0) {
+      writer.uint32(64).int32(message.quotaGranted);
+    }
+    if (message.quotaDay !== "") {
+      writer.uint32(74).string(message.quotaDay);
+    }
+    if (message.dailyLimit !== 0) {
+      writer.uint32(80).int64(message.dailyLimit);
+    }
+    if (message.dailyRemaining !== 0) {
+      writer.uint32(88).int64(message.dailyRemaining);
+    }
+    if (message.monthlyLimit !== 0) {
+      writer.uint32(96).int64(message.monthlyLimit);
+    }
+    if (message.monthlyRemaining !== 0) {
+      writer.uint32(104).int64(message.monthlyRemaining);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AdmitResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAdmitResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.teamId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.keyId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.permission = reader.int32() as any;
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.domainId = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.userId = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            const entry6 = AdmitResponse_RateLimitsEntry.decode(reader, reader.uint32());
+            if (entry6.value !== undefined) {
+              message.rateLimits[entry6.key] = entry6.value;
+            }
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.quotaAllowed = reader.bool();
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.quotaGranted = reader.int32();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.quotaDay = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.dailyLimit = longToNumber(reader.int64());
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.dailyRemaining = longToNumber(reader.int64());
+            continue;
+          }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.monthlyLimit = longToNumber(reader.int64());
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.monthlyRemaining = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AdmitResponse {
+    return {
+      teamId: isSet(object.teamId)
+        ? globalThis.String(object.teamId)
+        : isSet(object.team_id)
+        ? globalThis.String(object.team_id)
+        : "",
+      keyId: isSet(object.keyId)
+        ? globalThis.String(object.keyId)
+        : isSet(object.key_id)
+        ? globalThis.String(object.key_id)
+        : "",
+      permission: isSet(object.permission) ? permissionFromJSON(object.permission) : 0,
+      domainId: isSet(object.domainId)
+        ? globalThis.String(object.domainId)
+        : isSet(object.domain_id)
+        ? globalThis.String(object.domain_id)
+        : undefined,
+      userId: isSet(object.userId)
+        ? globalThis.String(object.userId)
+        : isSet(object.user_id)
+        ? globalThis.String(object.user_id)
+        : "",
+      rateLimits: isObject(object.rateLimits)
+        ? (globalThis.Object.entries(object.rateLimits) as [string, any][]).reduce(
+          (acc: { [key: string]: number }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.Number(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : isObject(object.rate_limits)
+        ? (globalThis.Object.entries(object.rate_limits) as [string, any][]).reduce(
+          (acc: { [key: string]: number }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.Number(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
+      quotaAllowed: isSet(object.quotaAllowed)
+        ? globalThis.Boolean(object.quotaAllowed)
+        : isSet(object.quota_allowed)
+        ? globalThis.Boolean(object.quota_allowed)
+        : false,
+      quotaGranted: isSet(object.quotaGranted)
+        ? globalThis.Number(object.quotaGranted)
+        : isSet(object.quota_granted)
+        ? globalThis.Number(object.quota_granted)
+        : 0,
+      quotaDay: isSet(object.quotaDay)
+        ? globalThis.String(object.quotaDay)
+        : isSet(object.quota_day)
+        ? globalThis.String(object.quota_day)
+        : "",
+      dailyLimit: isSet(object.dailyLimit)
+        ? globalThis.Number(object.dailyLimit)
+        : isSet(object.daily_limit)
+        ? globalThis.Number(object.daily_limit)
+        : 0,
+      dailyRemaining: isSet(object.dailyRemaining)
+        ? globalThis.Number(object.dailyRemaining)
+        : isSet(object.daily_remaining)
+        ? globalThis.Number(object.daily_remaining)
+        : 0,
+      monthlyLimit: isSet(object.monthlyLimit)
+        ? globalThis.Number(object.monthlyLimit)
+        : isSet(object.monthly_limit)
+        ? globalThis.Number(object.monthly_limit)
+        : 0,
+      monthlyRemaining: isSet(object.monthlyRemaining)
+        ? globalThis.Number(object.monthlyRemaining)
+        : isSet(object.monthly_remaining)
+        ? globalThis.Number(object.monthly_remaining)
+        : 0,
+    };
+  },
+
+  toJSON(message: AdmitResponse): unknown {
+    const obj: any = {};
+    if (message.teamId !== "") {
+      obj.teamId = message.teamId;
+    }
+    if (message.keyId !== "") {
+      obj.keyId = message.keyId;
+    }
+    if (message.permission !== 0) {
+      obj.permission = permissionToJSON(message.permission);
+    }
+    if (message.domainId !== undefined) {
+      obj.domainId = message.domainId;
+    }
+    if (message.userId !== "") {
+      obj.userId = message.userId;
+    }
+    if (message.rateLimits) {
+      const entries = globalThis.Object.entries(message.rateLimits) as [string, number][];
+      if (entries.length > 0) {
+        obj.rateLimits = {};
+        entries.forEach(([k, v]) => {
+          obj.rateLimits[k] = Math.round(v);
+        });
+      }
+    }
+    if (message.quotaAllowed !== false) {
+      obj.quotaAllowed = message.quotaAllowed;
+    }
+    if (message.quotaGranted !== 0) {
+      obj.quotaGranted = Math.round(message.quotaGranted);
+    }
+    if (message.quotaDay !== "") {
+      obj.quotaDay = message.quotaDay;
+    }
+    if (message.dailyLimit !== 0) {
+      obj.dailyLimit = Math.round(message.dailyLimit);
+    }
+    if (message.dailyRemaining !== 0) {
+      obj.dailyRemaining = Math.round(message.dailyRemaining);
+    }
+    if (message.monthlyLimit !== 0) {
+      obj.monthlyLimit = Math.round(message.monthlyLimit);
+    }
+    if (message.monthlyRemaining !== 0) {
+      obj.monthlyRemaining = Math.round(message.monthlyRemaining);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AdmitResponse>, I>>(base?: I): AdmitResponse {
+    return AdmitResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AdmitResponse>, I>>(object: I): AdmitResponse {
+    const message = createBaseAdmitResponse();
+    message.teamId = object.teamId ?? "";
+    message.keyId = object.keyId ?? "";
+    message.permission = object.permission ?? 0;
+    message.domainId = object.domainId ?? undefined;
+    message.userId = object.userId ?? "";
+    message.rateLimits = (globalThis.Object.entries(object.rateLimits ?? {}) as [string, number][]).reduce(
+      (acc: { [key: string]: number }, [key, value]: [string, number]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.Number(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.quotaAllowed = object.quotaAllowed ?? false;
+    message.quotaGranted = object.quotaGranted ?? 0;
+    message.quotaDay = object.quotaDay ?? "";
+    message.dailyLimit = object.dailyLimit ?? 0;
+    message.dailyRemaining = object.dailyRemaining ?? 0;
+    message.monthlyLimit = object.monthlyLimit ?? 0;
+    message.monthlyRemaining = object.monthlyRemaining ?? 0;
+    return message;
+  },
+};
+
+function createBaseAdmitResponse_RateLimitsEntry(): AdmitResponse_RateLimitsEntry {
+  return { key: "", value: 0 };
+}
+
+export const AdmitResponse_RateLimitsEntry: MessageFns<AdmitResponse_RateLimitsEntry> = {
+  encode(message: AdmitResponse_RateLimitsEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== 0) {
+      writer.uint32(16).int32(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AdmitResponse_RateLimitsEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAdmitResponse_RateLimitsEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.value = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AdmitResponse_RateLimitsEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? globalThis.Number(object.value) : 0,
+    };
+  },
+
+  toJSON(message: AdmitResponse_RateLimitsEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== 0) {
+      obj.value = Math.round(message.value);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AdmitResponse_RateLimitsEntry>, I>>(base?: I): AdmitResponse_RateLimitsEntry {
+    return AdmitResponse_RateLimitsEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AdmitResponse_RateLimitsEntry>, I>>(
+    object: I,
+  ): AdmitResponse_RateLimitsEntry {
+    const message = createBaseAdmitResponse_RateLimitsEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? 0;
+    return message;
+  },
+};
+
+function createBaseRateLimitCount(): RateLimitCount {
+  return { teamId: "", family: 0, windowStartMs: 0, count: 0, limit: 0 };
+}
+
+export const RateLimitCount: MessageFns<RateLimitCount> = {
+  encode(message: RateLimitCount, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.teamId !== "") {
+      writer.uint32(10).string(message.teamId);
+    }
+    if (message.family !== 0) {
+      writer.uint32(16).int32(message.family);
+    }
+    if (message.windowStartMs !== 0) {
+      writer.uint32(24).int64(message.windowStartMs);
+    }
+    if (message.count !== 0) {
+      writer.uint32(32).int32(message.count);
+    }
+    if (message.limit !== 0) {
+      writer.uint32(40).int32(message.limit);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RateLimitCount {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRateLimitCount();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.teamId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.family = reader.int32() as any;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.windowStartMs = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.count = reader.int32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.limit = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RateLimitCount {
+    return {
+      teamId: isSet(object.teamId)
+        ? globalThis.String(object.teamId)
+        : isSet(object.team_id)
+        ? globalThis.String(object.team_id)
+        : "",
+      family: isSet(object.family) ? rateLimitFamilyFromJSON(object.family) : 0,
+      windowStartMs: isSet(object.windowStartMs)
+        ? globalThis.Number(object.windowStartMs)
+        : isSet(object.window_start_ms)
+        ? globalThis.Number(object.window_start_ms)
+        : 0,
+      count: isSet(object.count) ? globalThis.Number(object.count) : 0,
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
+    };
+  },
+
+  toJSON(message: RateLimitCount): unknown {
+    const obj: any = {};
+    if (message.teamId !== "") {
+      obj.teamId = message.teamId;
+    }
+    if (message.family !== 0) {
+      obj.family = rateLimitFamilyToJSON(message.family);
+    }
+    if (message.windowStartMs !== 0) {
+      obj.windowStartMs = Math.round(message.windowStartMs);
+    }
+    if (message.count !== 0) {
+      obj.count = Math.round(message.count);
+    }
+    if (message.limit !== 0) {
+      obj.limit = Math.round(message.limit);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RateLimitCount>, I>>(base?: I): RateLimitCount {
+    return RateLimitCount.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RateLimitCount>, I>>(object: I): RateLimitCount {
+    const message = createBaseRateLimitCount();
+    message.teamId = object.teamId ?? "";
+    message.family = object.family ?? 0;
+    message.windowStartMs = object.windowStartMs ?? 0;
+    message.count = object.count ?? 0;
+    message.limit = object.limit ?? 0;
+    return message;
+  },
+};
+
+function createBaseFoldRateLimitsRequest(): FoldRateLimitsRequest {
+  return { counts: [] };
+}
+
+export const FoldRateLimitsRequest: MessageFns<FoldRateLimitsRequest> = {
+  encode(message: FoldRateLimitsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.counts) {
+      RateLimitCount.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): FoldRateLimitsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseFoldRateLimitsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.counts.push(RateLimitCount.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): FoldRateLimitsRequest {
+    return {
+      counts: globalThis.Array.isArray(object?.counts) ? object.counts.map((e: any) => RateLimitCount.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: FoldRateLimitsRequest): unknown {
+    const obj: any = {};
+    if (message.counts?.length) {
+      obj.counts = message.counts.map((e) => RateLimitCount.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<FoldRateLimitsRequest>, I>>(base?: I): FoldRateLimitsRequest {
+    return FoldRateLimitsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<FoldRateLimitsRequest>, I>>(object: I): FoldRateLimitsRequest {
+    const message = createBaseFoldRateLimitsRequest();
+    message.counts = object.counts?.map((e) => RateLimitCount.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseFoldRateLimitsResponse(): FoldRateLimitsResponse {
+  return { counts: [] };
+}
+
+export const FoldRateLimitsResponse: MessageFns<FoldRateLimitsResponse> = {
+  encode(message: FoldRateLimitsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.counts) {
+      RateLimitCount.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): FoldRateLimitsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseFoldRateLimitsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.counts.push(RateLimitCount.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): FoldRateLimitsResponse {
+    return {
+      counts: globalThis.Array.isArray(object?.counts) ? object.counts.map((e: any) => RateLimitCount.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: FoldRateLimitsResponse): unknown {
+    const obj: any = {};
+    if (message.counts?.length) {
+      obj.counts = message.counts.map((e) => RateLimitCount.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<FoldRateLimitsResponse>, I>>(base?: I): FoldRateLimitsResponse {
+    return FoldRateLimitsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<FoldRateLimitsResponse>, I>>(object: I): FoldRateLimitsResponse {
+    const message = createBaseFoldRateLimitsResponse();
+    message.counts = object.counts?.map((e) => RateLimitCount.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseReleaseQuotaRequest(): ReleaseQuotaRequest {
+  return { teamId: "", day: "", count: 0 };
+}
+
+export const ReleaseQuotaRequest: MessageFns<ReleaseQuotaRequest> = {
+  encode(message: ReleaseQuotaRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.teamId !== "") {
+      writer.uint32(10).string(message.teamId);
+    }
+    if (message.day !== "") {
+      writer.uint32(18).string(message.day);
+    }
+    if (message.count !== 0) {
+      writer.uint32(24).int32(message.count);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReleaseQuotaRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReleaseQuotaRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.teamId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.day = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.count = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ReleaseQuotaRequest {
+    return {
+      teamId: isSet(object.teamId)
+        ? globalThis.String(object.teamId)
+        : isSet(object.team_id)
+        ? globalThis.String(object.team_id)
+        : "",
+      day: isSet(object.day) ? globalThis.String(object.day) : "",
+      count: isSet(object.count) ? globalThis.Number(object.count) : 0,
+    };
+  },
+
+  toJSON(message: ReleaseQuotaRequest): unknown {
+    const obj: any = {};
+    if (message.teamId !== "") {
+      obj.teamId = message.teamId;
+    }
+    if (message.day !== "") {
+      obj.day = message.day;
+    }
+    if (message.count !== 0) {
+      obj.count = Math.round(message.count);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ReleaseQuotaRequest>, I>>(base?: I): ReleaseQuotaRequest {
+    return ReleaseQuotaRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ReleaseQuotaRequest>, I>>(object: I): ReleaseQuotaRequest {
+    const message = createBaseReleaseQuotaRequest();
+    message.teamId = object.teamId ?? "";
+    message.day = object.day ?? "";
+    message.count = object.count ?? 0;
+    return message;
+  },
+};
+
+function createBaseReleaseQuotaResponse(): ReleaseQuotaResponse {
+  return {};
+}
+
+export const ReleaseQuotaResponse: MessageFns<ReleaseQuotaResponse> = {
+  encode(_: ReleaseQuotaResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReleaseQuotaResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReleaseQuotaResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): ReleaseQuotaResponse {
+    return {};
+  },
+
+  toJSON(_: ReleaseQuotaResponse): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ReleaseQuotaResponse>, I>>(base?: I): ReleaseQuotaResponse {
+    return ReleaseQuotaResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ReleaseQuotaResponse>, I>>(_: I): ReleaseQuotaResponse {
+    const message = createBaseReleaseQuotaResponse();
+    return message;
+  },
+};
+
 /**
  * AuthService resolves bearer API keys for the gateway and manages teams,
  * API keys, settings, quotas and rate limits.
@@ -3908,7 +5029,8 @@ export const AuthServiceService = {
    * CheckRateLimit takes `cost` units from the team's per-minute budget for a
    * family of endpoints and says whether the request may proceed. The budget
    * is shared by every replica (kept in the database), so a denied check
-   * consumes nothing.
+   * consumes nothing. Kept for compatibility: the gateway counts locally and
+   * folds with FoldRateLimits instead (one write per fold, not per request).
    */
   checkRateLimit: {
     path: "/auth.v1.AuthService/CheckRateLimit" as const,
@@ -3966,6 +5088,61 @@ export const AuthServiceService = {
       Buffer.from(UpdateTeamLimitsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): UpdateTeamLimitsResponse => UpdateTeamLimitsResponse.decode(value),
   },
+  /**
+   * Admit is the one admission call of a request or a send. It authenticates
+   * `token` (or, without a token, takes `team_id` from a principal the caller
+   * already holds), reads the team once, and returns the rate limits in force
+   * so that the caller can count requests locally and fold them in with
+   * FoldRateLimits. When `quota_min` is above 0 it also reserves emails from
+   * the team's daily and monthly quota: as many as fit between `quota_min`
+   * and `quota_max`, or none (nothing is taken when `quota_min` does not fit).
+   * A caller that reserves a block hands it out locally and gives back what it
+   * did not use with ReleaseQuota. Fails with UNAUTHENTICATED for an unknown or
+   * revoked token, NOT_FOUND for an unknown team.
+   */
+  admit: {
+    path: "/auth.v1.AuthService/Admit" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: AdmitRequest): Buffer => Buffer.from(AdmitRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): AdmitRequest => AdmitRequest.decode(value),
+    responseSerialize: (value: AdmitResponse): Buffer => Buffer.from(AdmitResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): AdmitResponse => AdmitResponse.decode(value),
+  },
+  /**
+   * FoldRateLimits adds the requests a replica counted locally since its last
+   * fold to the shared per-minute windows (one batched write for all of them)
+   * and returns each window's shared count and the limit in force, so the
+   * replica's local view includes every other replica's folded requests. An
+   * entry with count 0 only reads its window. Writes are bounded by the number
+   * of folds, not the number of requests.
+   */
+  foldRateLimits: {
+    path: "/auth.v1.AuthService/FoldRateLimits" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: FoldRateLimitsRequest): Buffer =>
+      Buffer.from(FoldRateLimitsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): FoldRateLimitsRequest => FoldRateLimitsRequest.decode(value),
+    responseSerialize: (value: FoldRateLimitsResponse): Buffer =>
+      Buffer.from(FoldRateLimitsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): FoldRateLimitsResponse => FoldRateLimitsResponse.decode(value),
+  },
+  /**
+   * ReleaseQuota gives back emails that an Admit reserved and the caller did
+   * not use (a block left over at the end of a day, or at shutdown), to the
+   * quota of the day they were reserved for and to that day's month.
+   */
+  releaseQuota: {
+    path: "/auth.v1.AuthService/ReleaseQuota" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ReleaseQuotaRequest): Buffer => Buffer.from(ReleaseQuotaRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ReleaseQuotaRequest => ReleaseQuotaRequest.decode(value),
+    responseSerialize: (value: ReleaseQuotaResponse): Buffer =>
+      Buffer.from(ReleaseQuotaResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ReleaseQuotaResponse => ReleaseQuotaResponse.decode(value),
+  },
 } as const;
 
 export interface AuthServiceServer extends UntypedServiceImplementation {
@@ -4016,7 +5193,8 @@ export interface AuthServiceServer extends UntypedServiceImplementation {
    * CheckRateLimit takes `cost` units from the team's per-minute budget for a
    * family of endpoints and says whether the request may proceed. The budget
    * is shared by every replica (kept in the database), so a denied check
-   * consumes nothing.
+   * consumes nothing. Kept for compatibility: the gateway counts locally and
+   * folds with FoldRateLimits instead (one write per fold, not per request).
    */
   checkRateLimit: handleUnaryCall<CheckRateLimitRequest, CheckRateLimitResponse>;
   /**
@@ -4036,6 +5214,34 @@ export interface AuthServiceServer extends UntypedServiceImplementation {
    * team does not exist.
    */
   updateTeamLimits: handleUnaryCall<UpdateTeamLimitsRequest, UpdateTeamLimitsResponse>;
+  /**
+   * Admit is the one admission call of a request or a send. It authenticates
+   * `token` (or, without a token, takes `team_id` from a principal the caller
+   * already holds), reads the team once, and returns the rate limits in force
+   * so that the caller can count requests locally and fold them in with
+   * FoldRateLimits. When `quota_min` is above 0 it also reserves emails from
+   * the team's daily and monthly quota: as many as fit between `quota_min`
+   * and `quota_max`, or none (nothing is taken when `quota_min` does not fit).
+   * A caller that reserves a block hands it out locally and gives back what it
+   * did not use with ReleaseQuota. Fails with UNAUTHENTICATED for an unknown or
+   * revoked token, NOT_FOUND for an unknown team.
+   */
+  admit: handleUnaryCall<AdmitRequest, AdmitResponse>;
+  /**
+   * FoldRateLimits adds the requests a replica counted locally since its last
+   * fold to the shared per-minute windows (one batched write for all of them)
+   * and returns each window's shared count and the limit in force, so the
+   * replica's local view includes every other replica's folded requests. An
+   * entry with count 0 only reads its window. Writes are bounded by the number
+   * of folds, not the number of requests.
+   */
+  foldRateLimits: handleUnaryCall<FoldRateLimitsRequest, FoldRateLimitsResponse>;
+  /**
+   * ReleaseQuota gives back emails that an Admit reserved and the caller did
+   * not use (a block left over at the end of a day, or at shutdown), to the
+   * quota of the day they were reserved for and to that day's month.
+   */
+  releaseQuota: handleUnaryCall<ReleaseQuotaRequest, ReleaseQuotaResponse>;
 }
 
 export interface AuthServiceClient extends Client {
@@ -4212,7 +5418,8 @@ export interface AuthServiceClient extends Client {
    * CheckRateLimit takes `cost` units from the team's per-minute budget for a
    * family of endpoints and says whether the request may proceed. The budget
    * is shared by every replica (kept in the database), so a denied check
-   * consumes nothing.
+   * consumes nothing. Kept for compatibility: the gateway counts locally and
+   * folds with FoldRateLimits instead (one write per fold, not per request).
    */
   checkRateLimit(
     request: CheckRateLimitRequest,
@@ -4287,6 +5494,76 @@ export interface AuthServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: UpdateTeamLimitsResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Admit is the one admission call of a request or a send. It authenticates
+   * `token` (or, without a token, takes `team_id` from a principal the caller
+   * already holds), reads the team once, and returns the rate limits in force
+   * so that the caller can count requests locally and fold them in with
+   * FoldRateLimits. When `quota_min` is above 0 it also reserves emails from
+   * the team's daily and monthly quota: as many as fit between `quota_min`
+   * and `quota_max`, or none (nothing is taken when `quota_min` does not fit).
+   * A caller that reserves a block hands it out locally and gives back what it
+   * did not use with ReleaseQuota. Fails with UNAUTHENTICATED for an unknown or
+   * revoked token, NOT_FOUND for an unknown team.
+   */
+  admit(
+    request: AdmitRequest,
+    callback: (error: ServiceError | null, response: AdmitResponse) => void,
+  ): ClientUnaryCall;
+  admit(
+    request: AdmitRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: AdmitResponse) => void,
+  ): ClientUnaryCall;
+  admit(
+    request: AdmitRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: AdmitResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * FoldRateLimits adds the requests a replica counted locally since its last
+   * fold to the shared per-minute windows (one batched write for all of them)
+   * and returns each window's shared count and the limit in force, so the
+   * replica's local view includes every other replica's folded requests. An
+   * entry with count 0 only reads its window. Writes are bounded by the number
+   * of folds, not the number of requests.
+   */
+  foldRateLimits(
+    request: FoldRateLimitsRequest,
+    callback: (error: ServiceError | null, response: FoldRateLimitsResponse) => void,
+  ): ClientUnaryCall;
+  foldRateLimits(
+    request: FoldRateLimitsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: FoldRateLimitsResponse) => void,
+  ): ClientUnaryCall;
+  foldRateLimits(
+    request: FoldRateLimitsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: FoldRateLimitsResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ReleaseQuota gives back emails that an Admit reserved and the caller did
+   * not use (a block left over at the end of a day, or at shutdown), to the
+   * quota of the day they were reserved for and to that day's month.
+   */
+  releaseQuota(
+    request: ReleaseQuotaRequest,
+    callback: (error: ServiceError | null, response: ReleaseQuotaResponse) => void,
+  ): ClientUnaryCall;
+  releaseQuota(
+    request: ReleaseQuotaRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ReleaseQuotaResponse) => void,
+  ): ClientUnaryCall;
+  releaseQuota(
+    request: ReleaseQuotaRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ReleaseQuotaResponse) => void,
   ): ClientUnaryCall;
 }
 
