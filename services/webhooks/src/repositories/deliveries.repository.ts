@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { BULK_CHUNK, bulkWriteInChunks, isDuplicateKeyError, newId } from '@mailfleet/kit';
+import { bulkWriteInChunks, isDuplicateKeyError, newId } from '@mailfleet/kit';
 import { MongoBulkWriteError, type AnyBulkWriteOperation, type Collection, type Db, type Filter } from 'mongodb';
 import type { DeliveryState } from '../domain/retry-policy.js';
 
@@ -171,23 +171,21 @@ export interface DeliveriesRepository {
 }
 
 /**
- * Inserts without stopping at a duplicate (unordered, in chunks FerretDB takes): answers the indexes of the
- * documents refused as duplicates; any other failure is thrown.
+ * Inserts without stopping at a duplicate, in one command (FerretDB's limit on statements per command is for
+ * updates; one insert of 400 documents is one write): answers the indexes of the documents refused as
+ * duplicates; any other failure is thrown.
  */
 async function insertManyReportingDuplicates<T extends { _id: string }>(col: Collection<T>, docs: readonly T[]): Promise<Set<number>> {
   const duplicates = new Set<number>();
-  for (let start = 0; start < docs.length; start += BULK_CHUNK) {
-    const chunk = docs.slice(start, start + BULK_CHUNK);
-    try {
-      await col.insertMany(chunk as never[], { ordered: false });
-    } catch (err) {
-      if (!(err instanceof MongoBulkWriteError)) throw err;
-      const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
-      if (errors.length === 0) throw err;
-      for (const e of errors) {
-        if (!isDuplicateKeyError(e)) throw err;
-        duplicates.add(start + e.index);
-      }
+  try {
+    await col.insertMany(docs as never[], { ordered: false });
+  } catch (err) {
+    if (!(err instanceof MongoBulkWriteError)) throw err;
+    const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
+    if (errors.length === 0) throw err;
+    for (const e of errors) {
+      if (!isDuplicateKeyError(e)) throw err;
+      duplicates.add(e.index);
     }
   }
   return duplicates;
@@ -342,20 +340,16 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
     const ids = inputs.map(() => newId('whd'));
     // The entries first: a crash between the two writes leaves orphan entries (dropped by the claims), never an
     // unqueued delivery. An entry gets a fresh id every time, so the entries written here are this call's own.
-    await bulkWriteInChunks(queue, inputs.map((input, i): AnyBulkWriteOperation<QueueDoc> => ({
-      insertOne: { document: { _id: ids[i]!, webhookId: input.webhookId, due: input.now, leaseUntil: EPOCH, createdAt: input.now } },
-    })));
+    await queue.insertMany(inputs.map((input, i): QueueDoc => ({ _id: ids[i]!, webhookId: input.webhookId, due: input.now, leaseUntil: EPOCH, createdAt: input.now })));
     // Records that failed for another reason than a duplicate keep their entries: the claims drop those without a record.
     const duplicates = await insertManyReportingDuplicates(col, inputs.map((input, i): DeliveryDoc => ({
       _id: ids[i]!, teamId: input.teamId, webhookId: input.webhookId, eventId: input.eventId, type: input.type,
       payload: input.payload, status: 'PENDING', attempt: 0, nextAttemptAt: input.now, lastError: null, responseStatus: null,
       responseTimeMs: null, responseText: null, createdAt: input.now, updatedAt: input.now, leaseUntil: EPOCH,
     })));
-    // A (webhook, event) pair that already had a delivery (a redelivered event): its new entry goes again.
-    if (duplicates.size > 0) {
-      await bulkWriteInChunks(queue, [...duplicates].map((i): AnyBulkWriteOperation<QueueDoc> => ({ deleteOne: { filter: { _id: ids[i]! } } })))
-        .catch(() => undefined);
-    }
+    // A (webhook, event) pair that already had a delivery (a redelivered event): its new entry goes again, in one
+    // write (a redelivery is rare; an entry left by a failure here is dropped by the claims as an orphan).
+    if (duplicates.size > 0) await queue.deleteMany({ _id: { $in: [...duplicates].map((i) => ids[i]!) } }).catch(() => undefined);
     inputs.forEach((input, i) => { if (!duplicates.has(i)) see(ids[i]!, input.webhookId, input.now); });
     return inputs.length - duplicates.size;
   }
