@@ -11,6 +11,7 @@ export * from './grpc/client.js';
 export * from './nats/connection.js';
 export * from './nats/events.js';
 export * from './nats/consumer.js';
+export * from './nats/batch-consumer.js';
 export * from './nats/outbox.js';
 export * from './ids.js';
 export * from './poller.js';

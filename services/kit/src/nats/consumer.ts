@@ -33,6 +33,40 @@ export interface DurableConsumer {
 }
 
 /**
+ * Creates the durable, or brings an existing one's filter and limits up to date
+ * (replicas and restarts of a newer version share it).
+ */
+export async function declareDurable(opts: {
+  nats: NatsHandle; stream: string; durable: string; filterSubjects: readonly string[]; maxDeliver: number; ackWaitMs: number; maxAckPending: number;
+}): Promise<void> {
+  const config: Partial<ConsumerConfig> & { durable_name: string } = {
+    durable_name: opts.durable,
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    filter_subjects: [...opts.filterSubjects],
+    max_deliver: opts.maxDeliver,
+    ack_wait: nanos(opts.ackWaitMs),
+    max_ack_pending: opts.maxAckPending,
+  };
+  try {
+    await opts.nats.jsm.consumers.info(opts.stream, opts.durable);
+    await opts.nats.jsm.consumers.update(opts.stream, opts.durable, {
+      filter_subjects: config.filter_subjects, max_deliver: config.max_deliver, ack_wait: config.ack_wait, max_ack_pending: config.max_ack_pending,
+    });
+  } catch (err) {
+    if (!/not found/i.test(String((err as Error).message))) throw err;
+    await opts.nats.jsm.consumers.add(opts.stream, config);
+  }
+}
+
+/** Redelivery delay of a failed message, by its delivery count. */
+export function retryDelayMs(backoff: readonly number[], deliveryCount: number): number {
+  return backoff[Math.min(Math.max(deliveryCount, 1) - 1, backoff.length - 1)] ?? 1_000;
+}
+
+export const DEFAULT_BACKOFF_MS: readonly number[] = [1_000, 5_000, 15_000, 60_000, 300_000];
+
+/**
  * A durable pull consumer with explicit ack and bounded concurrency. A handler
  * that throws gets its message nak'ed with a delay that grows with the
  * delivery count; a message that can never succeed (PoisonEventError, bad
@@ -41,34 +75,17 @@ export interface DurableConsumer {
 export function createDurableConsumer(opts: DurableConsumerOptions): DurableConsumer {
   const stream = opts.stream ?? EVENT_STREAM;
   const concurrency = Math.max(1, opts.concurrency ?? 8);
-  const backoff = opts.backoffMs ?? [1_000, 5_000, 15_000, 60_000, 300_000];
+  const backoff = opts.backoffMs ?? DEFAULT_BACKOFF_MS;
   const maxDeliver = Math.max(opts.maxDeliver ?? 20, backoff.length + 1);
   const inflight = new Set<Promise<void>>();
   let messages: ConsumerMessages | undefined;
   let stopping = false;
   let loop: Promise<void> | undefined;
 
-  const config: Partial<ConsumerConfig> & { durable_name: string } = {
-    durable_name: opts.durable,
-    ack_policy: AckPolicy.Explicit,
-    deliver_policy: DeliverPolicy.All,
-    filter_subjects: [...opts.filterSubjects],
-    max_deliver: maxDeliver,
-    ack_wait: nanos(opts.ackWaitMs ?? 30_000),
-    max_ack_pending: Math.max(concurrency * 4, 64),
-  };
-
-  async function declare(): Promise<void> {
-    try {
-      await opts.nats.jsm.consumers.info(stream, opts.durable);
-      await opts.nats.jsm.consumers.update(stream, opts.durable, {
-        filter_subjects: config.filter_subjects, max_deliver: config.max_deliver, ack_wait: config.ack_wait, max_ack_pending: config.max_ack_pending,
-      });
-    } catch (err) {
-      if (!/not found/i.test(String((err as Error).message))) throw err;
-      await opts.nats.jsm.consumers.add(stream, config);
-    }
-  }
+  const declare = (): Promise<void> => declareDurable({
+    nats: opts.nats, stream, durable: opts.durable, filterSubjects: opts.filterSubjects, maxDeliver,
+    ackWaitMs: opts.ackWaitMs ?? 30_000, maxAckPending: Math.max(concurrency * 4, 64),
+  });
 
   async function handle(msg: JsMsg): Promise<void> {
     const deliveryCount = msg.info.deliveryCount;
@@ -93,7 +110,7 @@ export function createDurableConsumer(opts: DurableConsumerOptions): DurableCons
         opts.metrics?.eventsConsumed.inc({ consumer: opts.durable, outcome: 'term' });
         return;
       }
-      const delay = backoff[Math.min(deliveryCount - 1, backoff.length - 1)] ?? 1_000;
+      const delay = retryDelayMs(backoff, deliveryCount);
       log.warn({ err, deliveryCount, retryInMs: delay }, 'event handler failed; will retry');
       msg.nak(delay);
       opts.metrics?.eventsConsumed.inc({ consumer: opts.durable, outcome: 'nak' });
