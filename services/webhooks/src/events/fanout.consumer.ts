@@ -1,7 +1,8 @@
-import type { DurableConsumer, EventHandler, Logger, NatsHandle, ServiceMetrics } from '@mailfleet/kit';
+import {
+  createBatchConsumer, type BatchHandler, type DurableConsumer, type EventHandler, type Logger, type NatsHandle, type ServiceMetrics,
+} from '@mailfleet/kit';
 import { FANOUT_SUBJECTS, isPublicEventType } from '../domain/event-types.js';
 import { serializePayload } from '../domain/payload.js';
-import { createBatchConsumer, type BatchHandler } from './batch.consumer.js';
 import type { DeliveriesRepository, PendingInput } from '../repositories/deliveries.repository.js';
 import type { CachedWebhooksRepository } from '../repositories/subscription-cache.js';
 
@@ -36,7 +37,7 @@ export interface FanoutDeps {
  */
 export function createFanoutBatchHandler(deps: FanoutDeps): BatchHandler {
   const now = deps.now ?? (() => new Date());
-  return async (batch, log) => {
+  return async (batch, { log }) => {
     const perEvent = await Promise.all(batch.map(async ({ event }): Promise<PendingInput[]> => {
       if (!isPublicEventType(event.type)) return [];
       const happened = Date.parse(event.createdAt);
@@ -58,7 +59,9 @@ export function createFanoutBatchHandler(deps: FanoutDeps): BatchHandler {
 /** The batch handler for one event (the fan-out's rules, one event at a time). */
 export function createFanoutHandler(deps: FanoutDeps): EventHandler {
   const handle = createFanoutBatchHandler(deps);
-  return (event, { deliveryCount, log }) => handle([{ event, deliveryCount }], log);
+  return async (event, { deliveryCount, log }) => {
+    await handle([{ event, deliveryCount }], { log });
+  };
 }
 
 /** Batches of up to this many events are fanned out with one write per collection. */
@@ -70,7 +73,7 @@ export function createFanoutConsumer(opts: FanoutDeps & { nats: NatsHandle; logg
     durable: FANOUT_DURABLE,
     filterSubjects: FANOUT_SUBJECTS,
     handler: createFanoutBatchHandler(opts),
-    maxBatch: FANOUT_BATCH,
+    batchSize: FANOUT_BATCH,
     // Never lost: an event that cannot be fanned out (MongoDB down) is retried, at most every 5 minutes,
     // for about as long as the stream keeps it (7 days), not given up after the kit's default 20 tries.
     maxDeliver: FANOUT_MAX_DELIVER,

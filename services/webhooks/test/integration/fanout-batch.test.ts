@@ -62,8 +62,8 @@ describe('fan-out in batches', () => {
 
     const small = events(3);
     const big = [...events(150), ...events(40, 'email.sent'), ...events(10, 'email.bounced')];
-    const forSmall = await ops(() => handler(batchOf(small), logger));
-    const forBig = await ops(() => handler(batchOf(big), logger));
+    const forSmall = await ops(() => handler(batchOf(small), { log: logger }));
+    const forBig = await ops(() => handler(batchOf(big), { log: logger }));
     expect(forSmall.writes).toEqual(['insert:delivery_queue', 'insert:deliveries']);
     expect(forBig.writes).toEqual(forSmall.writes);
     expect(forBig.all).toEqual(forSmall.all);
@@ -71,7 +71,7 @@ describe('fan-out in batches', () => {
     expect(await db.collection('delivery_queue').countDocuments({})).toBe(3 + 190);
 
     // The same batch again (a crash before the acks): no delivery twice, and the entries it wrote go again.
-    const again = await ops(() => handler(batchOf([...big, ...events(2)]), logger));
+    const again = await ops(() => handler(batchOf([...big, ...events(2)]), { log: logger }));
     expect(again.writes).toEqual(['insert:delivery_queue', 'insert:deliveries', 'delete:delivery_queue']);
     expect(await db.collection('deliveries').countDocuments({})).toBe(3 + 190 + 2);
     expect(await db.collection('delivery_queue').countDocuments({})).toBe(3 + 190 + 2);
