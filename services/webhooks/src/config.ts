@@ -21,8 +21,12 @@ export function webhooksConfigSpec() {
     failureThreshold: int('WEBHOOK_FAILURE_THRESHOLD', DEFAULT_RETRY_POLICY.failureThreshold, 1, 10_000),
     /** Attempts in flight at once in one replica. */
     concurrency: int('WEBHOOK_CONCURRENCY', 32, 1, 1_000),
-    /** Attempts in flight at once to one webhook in one replica: a slow endpoint holds at most this many slots. */
-    perWebhookConcurrency: int('WEBHOOK_PER_WEBHOOK_CONCURRENCY', 2, 1, 100),
+    /**
+     * Attempts in flight at once to one webhook in one replica: a slow endpoint holds at most this many slots. Also
+     * the size of a round (claimed together, results written together), so it sets how far one busy webhook's
+     * writes are batched.
+     */
+    perWebhookConcurrency: int('WEBHOOK_PER_WEBHOOK_CONCURRENCY', 16, 1, 100),
     /** How long a claimed delivery belongs to one replica; a crashed replica's claims lapse after it. Must exceed the timeout. */
     claimLeaseMs: int('WEBHOOK_CLAIM_LEASE_MS', 60_000, 1_000),
     /** How often the worker looks for due deliveries when nothing woke it (new events wake it at once). */

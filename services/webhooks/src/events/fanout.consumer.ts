@@ -1,9 +1,9 @@
 import {
-  createDurableConsumer, type DurableConsumer, type EventHandler, type Logger, type NatsHandle, type ServiceMetrics,
+  createBatchConsumer, type BatchHandler, type DurableConsumer, type EventHandler, type Logger, type NatsHandle, type ServiceMetrics,
 } from '@mailfleet/kit';
 import { FANOUT_SUBJECTS, isPublicEventType } from '../domain/event-types.js';
 import { serializePayload } from '../domain/payload.js';
-import type { DeliveriesRepository } from '../repositories/deliveries.repository.js';
+import type { DeliveriesRepository, PendingInput } from '../repositories/deliveries.repository.js';
 import type { CachedWebhooksRepository } from '../repositories/subscription-cache.js';
 
 /** Durable name shared by every replica: each event is fanned out by one of them. */
@@ -25,46 +25,55 @@ export interface FanoutDeps {
 }
 
 /**
- * Turns one event into PENDING deliveries, one per ACTIVE webhook of the
- * team subscribed to its type that existed when the event happened (a replay
- * of old events never reaches webhooks made since; CLOCK_SKEW_ALLOWANCE_MS of
- * slack for clocks). Nothing is sent here: the
- * consumer acks as soon as the deliveries are stored, so a slow endpoint never
- * holds up the stream. Idempotent on the event id: deliveries are unique on
- * (webhook, event), so a redelivered event (crash before the ack) makes no
- * second one. Internal types (key.revoked, contact.unsubscribed...) are
- * acknowledged and dropped.
+ * Turns a batch of events into PENDING deliveries, one per ACTIVE webhook of
+ * the team subscribed to the type that existed when the event happened (a
+ * replay of old events never reaches webhooks made since;
+ * CLOCK_SKEW_ALLOWANCE_MS of slack for clocks), all stored with one write per
+ * collection. Nothing is sent here: the consumer acks as soon as the
+ * deliveries are stored, so a slow endpoint never holds up the stream.
+ * Idempotent on the event id: deliveries are unique on (webhook, event), so a
+ * redelivered batch (crash before the ack) makes no second one. Internal types
+ * (key.revoked, contact.unsubscribed...) are acknowledged and dropped.
  */
-export function createFanoutHandler(deps: FanoutDeps): EventHandler {
+export function createFanoutBatchHandler(deps: FanoutDeps): BatchHandler {
   const now = deps.now ?? (() => new Date());
-  return async (event, { log }) => {
-    if (!isPublicEventType(event.type)) {
-      log.debug('internal event type: not delivered to webhooks');
-      return;
-    }
-    const happened = Date.parse(event.createdAt);
-    const eventTime = Number.isNaN(happened) ? now() : new Date(happened);
-    const hooks = await deps.webhooks.subscribed(event.teamId, event.type, new Date(eventTime.getTime() + CLOCK_SKEW_ALLOWANCE_MS));
-    if (hooks.length === 0) return;
-    const payload = serializePayload(event);
-    let created = 0;
-    for (const hook of hooks) {
-      const made = await deps.deliveries.createPending({
-        teamId: event.teamId, webhookId: hook.id, eventId: event.id, type: event.type, payload, now: now(),
-      });
-      if (made) created++;
-    }
+  return async (batch, { log }) => {
+    const perEvent = await Promise.all(batch.map(async ({ event }): Promise<PendingInput[]> => {
+      if (!isPublicEventType(event.type)) return [];
+      const happened = Date.parse(event.createdAt);
+      const eventTime = Number.isNaN(happened) ? now() : new Date(happened);
+      const hooks = await deps.webhooks.subscribed(event.teamId, event.type, new Date(eventTime.getTime() + CLOCK_SKEW_ALLOWANCE_MS));
+      if (hooks.length === 0) return [];
+      const payload = serializePayload(event);
+      const at = now();
+      return hooks.map((hook) => ({ teamId: event.teamId, webhookId: hook.id, eventId: event.id, type: event.type, payload, now: at }));
+    }));
+    const inputs = perEvent.flat();
+    if (inputs.length === 0) return;
+    const created = await deps.deliveries.createPendingMany(inputs);
     if (created > 0) deps.onDeliveries?.();
-    log.debug({ webhooks: hooks.length, created }, 'event fanned out to webhooks');
+    log.debug({ events: batch.length, deliveries: inputs.length, created }, 'events fanned out to webhooks');
   };
 }
 
+/** The batch handler for one event (the fan-out's rules, one event at a time). */
+export function createFanoutHandler(deps: FanoutDeps): EventHandler {
+  const handle = createFanoutBatchHandler(deps);
+  return async (event, { deliveryCount, log }) => {
+    await handle([{ event, deliveryCount }], { log });
+  };
+}
+
+/** Batches of up to this many events are fanned out with one write per collection. */
+export const FANOUT_BATCH = 200;
+
 export function createFanoutConsumer(opts: FanoutDeps & { nats: NatsHandle; logger: Logger; metrics?: ServiceMetrics }): DurableConsumer {
-  return createDurableConsumer({
+  return createBatchConsumer({
     nats: opts.nats,
     durable: FANOUT_DURABLE,
     filterSubjects: FANOUT_SUBJECTS,
-    handler: createFanoutHandler(opts),
+    handler: createFanoutBatchHandler(opts),
+    batchSize: FANOUT_BATCH,
     // Never lost: an event that cannot be fanned out (MongoDB down) is retried, at most every 5 minutes,
     // for about as long as the stream keeps it (7 days), not given up after the kit's default 20 tries.
     maxDeliver: FANOUT_MAX_DELIVER,

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { isDuplicateKeyError, newId } from '@mailfleet/kit';
-import type { Collection, Db, Filter } from 'mongodb';
+import { bulkWriteInChunks, isDuplicateKeyError, newId } from '@mailfleet/kit';
+import { MongoBulkWriteError, type AnyBulkWriteOperation, type Collection, type Db, type Filter } from 'mongodb';
 import type { DeliveryState } from '../domain/retry-policy.js';
 
 export interface DeliveryRecord {
@@ -60,6 +60,8 @@ interface DeliveryDoc {
   /** The lock on attempting this delivery: nobody else may until this is past (EPOCH when free). */
   leaseUntil: Date;
   leaseToken?: string;
+  /** The token of the claim whose result was written last: tells a bulk finish which of its writes took. */
+  finishedBy?: string;
   /** Written by earlier versions (parking lives on the queue entry now); ignored and dropped at the next claim. */
   parked?: boolean;
 }
@@ -82,6 +84,8 @@ interface QueueDoc {
   due: Date;
   /** Passed over by claims until then: a claim in progress (a crash makes it claimable again then), EPOCH when free. */
   leaseUntil: Date;
+  /** The claim round that leased it last: tells a bulk claim which of its leases took. */
+  claim?: string;
   /** Held while its webhook is not ACTIVE; activation releases it. */
   parked?: boolean;
   createdAt: Date;
@@ -107,10 +111,18 @@ export interface DeliveriesRepositoryOptions {
   lookMaxAgeMs?: number;
 }
 
+export interface PendingInput { teamId: string; webhookId: string; eventId: string; type: string; payload: string; now: Date }
+
 export interface DeliveriesRepository {
   ensureIndexes(): Promise<void>;
   /** A PENDING delivery due now; false when this (webhook, event) pair already has one (a redelivered event). */
-  createPending(input: { teamId: string; webhookId: string; eventId: string; type: string; payload: string; now: Date }): Promise<boolean>;
+  createPending(input: PendingInput): Promise<boolean>;
+  /**
+   * PENDING deliveries for a whole batch of events, one `insertMany` per collection (plus one delete when some
+   * already existed). Idempotent on (webhook, event): a pair that already has a delivery makes none. Answers
+   * how many were made.
+   */
+  createPendingMany(inputs: readonly PendingInput[]): Promise<number>;
   /** A delivery that is already finished (test events: attempted before they are stored). */
   insertFinished(input: Omit<DeliveryRecord, 'id'> & { id?: string }): Promise<DeliveryRecord>;
   /**
@@ -118,10 +130,21 @@ export interface DeliveriesRepository {
    * choose from this replica's view of the queue (see `createDeliveriesRepository`).
    */
   claimDue(now: Date, leaseMs: number, excludeWebhookIds: readonly string[]): Promise<ClaimedDelivery | undefined>;
+  /**
+   * Claims up to `slots(webhookId)` due deliveries of ONE webhook (not among those given), the one with the most
+   * overdue eligible delivery in view, most overdue first: their queue entries are leased in one bulk write,
+   * then each record is locked by `_id`. Empty when nothing is due.
+   */
+  claimDueMany(now: Date, leaseMs: number, excludeWebhookIds: readonly string[], slots: (webhookId: string) => number): Promise<ClaimedDelivery[]>;
   /** Claims one delivery for a manual retry: 'busy' when another attempt holds it now. */
   claimForRetry(teamId: string, webhookId: string, deliveryId: string, now: Date, leaseMs: number): Promise<ClaimedDelivery | 'busy' | undefined>;
   /** Writes a result and releases the claim; undefined when the claim was lost (lease expired and taken). */
   finish(claim: ClaimedDelivery, result: DeliveryResult, now: Date): Promise<DeliveryRecord | undefined>;
+  /**
+   * Writes the results of a round of claims: one bulk write of the records, then one of their queue entries.
+   * Answers, in order, each record after its result, or undefined for a claim that was lost.
+   */
+  finishMany(items: readonly { claim: ClaimedDelivery; result: DeliveryResult }[], now: Date): Promise<(DeliveryRecord | undefined)[]>;
   /** Releases the claim without writing a result (the attempt could not be made). */
   release(claim: ClaimedDelivery): Promise<void>;
   /** Holds a delivery of a webhook that is not ACTIVE. */
@@ -145,6 +168,27 @@ export interface DeliveriesRepository {
    * deliveries: run at start and with the hourly sweep, never per claim.
    */
   repairQueue(now: Date): Promise<number>;
+}
+
+/**
+ * Inserts without stopping at a duplicate, in one command (FerretDB's limit on statements per command is for
+ * updates; one insert of 400 documents is one write): answers the indexes of the documents refused as
+ * duplicates; any other failure is thrown.
+ */
+async function insertManyReportingDuplicates<T extends { _id: string }>(col: Collection<T>, docs: readonly T[]): Promise<Set<number>> {
+  const duplicates = new Set<number>();
+  try {
+    await col.insertMany(docs as never[], { ordered: false });
+  } catch (err) {
+    if (!(err instanceof MongoBulkWriteError)) throw err;
+    const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
+    if (errors.length === 0) throw err;
+    for (const e of errors) {
+      if (!isDuplicateKeyError(e)) throw err;
+      duplicates.add(e.index);
+    }
+  }
+  return duplicates;
 }
 
 function toRecord(d: DeliveryDoc): DeliveryRecord {
@@ -219,6 +263,13 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
     return best;
   }
 
+  /** Up to `n` due ids in view of one webhook, most overdue first. */
+  function pickOf(webhookId: string, now: Date, n: number): string[] {
+    const due: [string, number][] = [];
+    for (const [id, e] of view) if (e.webhookId === webhookId && e.due <= now.getTime()) due.push([id, e.due]);
+    return due.sort((a, b) => a[1] - b[1]).slice(0, n).map(([id]) => id);
+  }
+
   function mustLook(now: Date, exclude: ReadonlySet<string>, eligible: boolean): boolean {
     if (now.getTime() - look.at >= lookMaxAgeMs) return true;
     if (eligible) return false;
@@ -247,6 +298,21 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
     else await dequeue(d._id);
   }
 
+  /** `follow` for a round of results: the entries of all of them in one bulk write. */
+  async function followMany(records: readonly DeliveryRecord[]): Promise<void> {
+    for (const r of records) view.delete(r.id);
+    await bulkWriteInChunks(queue, records.map((r): AnyBulkWriteOperation<QueueDoc> => (r.status === 'PENDING'
+      ? {
+        updateOne: {
+          filter: { _id: r.id },
+          update: { $set: { webhookId: r.webhookId, due: r.nextAttemptAt ?? new Date(), leaseUntil: EPOCH }, $unset: { parked: '' }, $setOnInsert: { createdAt: new Date() } },
+          upsert: true,
+        },
+      }
+      : { deleteOne: { filter: { _id: r.id } } })));
+    for (const r of records) if (r.status === 'PENDING') see(r.id, r.webhookId, r.nextAttemptAt ?? new Date());
+  }
+
   /** A claimed entry whose delivery could not be locked: put it where it belongs (or drop it). */
   async function fixStale(entry: QueueDoc, now: Date): Promise<void> {
     const d = await col.findOne({ _id: entry._id });
@@ -269,6 +335,70 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
     if (leased === EPOCH) see(entry._id, entry.webhookId, due);
   }
 
+  async function createPendingMany(inputs: readonly PendingInput[]): Promise<number> {
+    if (inputs.length === 0) return 0;
+    const ids = inputs.map(() => newId('whd'));
+    // The entries first: a crash between the two writes leaves orphan entries (dropped by the claims), never an
+    // unqueued delivery. An entry gets a fresh id every time, so the entries written here are this call's own.
+    await queue.insertMany(inputs.map((input, i): QueueDoc => ({ _id: ids[i]!, webhookId: input.webhookId, due: input.now, leaseUntil: EPOCH, createdAt: input.now })));
+    // Records that failed for another reason than a duplicate keep their entries: the claims drop those without a record.
+    const duplicates = await insertManyReportingDuplicates(col, inputs.map((input, i): DeliveryDoc => ({
+      _id: ids[i]!, teamId: input.teamId, webhookId: input.webhookId, eventId: input.eventId, type: input.type,
+      payload: input.payload, status: 'PENDING', attempt: 0, nextAttemptAt: input.now, lastError: null, responseStatus: null,
+      responseTimeMs: null, responseText: null, createdAt: input.now, updatedAt: input.now, leaseUntil: EPOCH,
+    })));
+    // A (webhook, event) pair that already had a delivery (a redelivered event): its new entry goes again, in one
+    // write (a redelivery is rare; an entry left by a failure here is dropped by the claims as an orphan).
+    if (duplicates.size > 0) await queue.deleteMany({ _id: { $in: [...duplicates].map((i) => ids[i]!) } }).catch(() => undefined);
+    inputs.forEach((input, i) => { if (!duplicates.has(i)) see(ids[i]!, input.webhookId, input.now); });
+    return inputs.length - duplicates.size;
+  }
+
+  async function claimDueMany(now: Date, leaseMs: number, exclude: readonly string[], slots: (webhookId: string) => number): Promise<ClaimedDelivery[]> {
+    const leaseUntil = new Date(now.getTime() + leaseMs);
+    const skip = new Set(exclude);
+    for (let i = 0, looked = false; i < STALE_PER_CLAIM; i++) {
+      let first = pick(now, skip);
+      if (!looked && mustLook(now, skip, first !== undefined)) {
+        await lookAgain(now, exclude);
+        looked = true;
+        first = pick(now, skip);
+      }
+      if (first === undefined) return [];
+      const webhookId = view.get(first)!.webhookId;
+      const ids = pickOf(webhookId, now, Math.max(1, slots(webhookId)));
+      for (const id of ids) view.delete(id);
+      // The entries are leased too, in one write: other workers pass them by, and a crash makes them claimable
+      // again when the lease ends. The round's token tells which leases took when not all did.
+      const round = randomUUID();
+      const leased = await bulkWriteInChunks(queue, ids.map((id): AnyBulkWriteOperation<QueueDoc> => ({
+        updateOne: { filter: { _id: id, parked: { $ne: true }, due: { $lte: now }, leaseUntil: { $lte: now } }, update: { $set: { leaseUntil, claim: round } } },
+      })));
+      let mine = ids;
+      if (leased.matchedCount === 0) mine = [];
+      else if (leased.matchedCount < ids.length) {
+        const entries = await Promise.all(ids.map((id) => queue.findOne({ _id: id }, { projection: { claim: 1 } })));
+        mine = ids.filter((_, j) => entries[j]?.claim === round);
+      }
+      // Taken, changed or gone since they came into view: the next ones. The lock itself is on each record by its id.
+      const claims = await Promise.all(mine.map(async (id): Promise<ClaimedDelivery | undefined> => {
+        const leaseToken = randomUUID();
+        const d = await col.findOneAndUpdate(
+          { _id: id, status: 'PENDING', leaseUntil: { $lt: now }, nextAttemptAt: { $lte: now } },
+          { $set: { leaseUntil, leaseToken }, $unset: { parked: '' } },
+          { returnDocument: 'after' },
+        );
+        if (d && d.leaseToken === leaseToken) return { record: toRecord(d), leaseToken, scheduled: true };
+        const entry = await queue.findOne({ _id: id });
+        if (entry) await fixStale(entry, now);
+        return undefined;
+      }));
+      const taken = claims.filter((c): c is ClaimedDelivery => c !== undefined);
+      if (taken.length > 0) return taken;
+    }
+    return [];
+  }
+
   return {
     async ensureIndexes() {
       // One delivery per (webhook, event): a redelivered event never makes a second.
@@ -281,23 +411,10 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
     },
 
     async createPending(input) {
-      const id = newId('whd');
-      // The entry first: a crash between the two writes leaves an orphan entry (dropped by the worker), never an unqueued delivery.
-      await queue.insertOne({ _id: id, webhookId: input.webhookId, due: input.now, leaseUntil: EPOCH, createdAt: input.now });
-      try {
-        await col.insertOne({
-          _id: id, teamId: input.teamId, webhookId: input.webhookId, eventId: input.eventId, type: input.type,
-          payload: input.payload, status: 'PENDING', attempt: 0, nextAttemptAt: input.now, lastError: null, responseStatus: null,
-          responseTimeMs: null, responseText: null, createdAt: input.now, updatedAt: input.now, leaseUntil: EPOCH,
-        });
-        see(id, input.webhookId, input.now);
-        return true;
-      } catch (err) {
-        await queue.deleteOne({ _id: id }).catch(() => undefined);
-        if (isDuplicateKeyError(err)) return false;
-        throw err;
-      }
+      return (await createPendingMany([input])) === 1;
     },
+
+    createPendingMany,
 
     async insertFinished(input) {
       const doc: DeliveryDoc = {
@@ -312,37 +429,10 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
     },
 
     async claimDue(now, leaseMs, exclude) {
-      const leaseUntil = new Date(now.getTime() + leaseMs);
-      const skip = new Set(exclude);
-      for (let i = 0, looked = false; i < STALE_PER_CLAIM; i++) {
-        let id = pick(now, skip);
-        if (!looked && mustLook(now, skip, id !== undefined)) {
-          await lookAgain(now, exclude);
-          looked = true;
-          id = pick(now, skip);
-        }
-        if (id === undefined) return undefined;
-        view.delete(id);
-        // The entry is leased too: other workers pass it by, and a crash makes it claimable again when the lease ends.
-        const entry = await queue.findOneAndUpdate(
-          { _id: id, parked: { $ne: true }, due: { $lte: now }, leaseUntil: { $lte: now } },
-          { $set: { leaseUntil } },
-          { returnDocument: 'before' },
-        );
-        // Taken, changed or gone since it came into view: the next one.
-        if (!entry) continue;
-        const leaseToken = randomUUID();
-        // The lock itself, on the delivery by its id: free, still PENDING and due.
-        const d = await col.findOneAndUpdate(
-          { _id: entry._id, status: 'PENDING', leaseUntil: { $lt: now }, nextAttemptAt: { $lte: now } },
-          { $set: { leaseUntil, leaseToken }, $unset: { parked: '' } },
-          { returnDocument: 'after' },
-        );
-        if (d && d.leaseToken === leaseToken) return { record: toRecord(d), leaseToken, scheduled: true };
-        await fixStale(entry, now);
-      }
-      return undefined;
+      return (await claimDueMany(now, leaseMs, exclude, () => 1))[0];
     },
+
+    claimDueMany,
 
     async claimForRetry(teamId, webhookId, deliveryId, now, leaseMs) {
       const leaseToken = randomUUID();
@@ -367,6 +457,28 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
       // before the entry follows leaves it leased until the lease ends; then a claim finds the delivery's state and fixes it.
       await follow(d).catch(() => undefined);
       return toRecord(d);
+    },
+
+    async finishMany(items, now) {
+      if (items.length === 0) return [];
+      const written = await bulkWriteInChunks(col, items.map(({ claim, result }): AnyBulkWriteOperation<DeliveryDoc> => ({
+        updateOne: {
+          filter: { _id: claim.record.id, leaseToken: claim.leaseToken },
+          update: { $set: { ...result, updatedAt: now, leaseUntil: EPOCH, finishedBy: claim.leaseToken }, $unset: { leaseToken: '' } },
+        },
+      })));
+      // A lost claim (its lease lapsed and another replica took it) wrote nothing: when some did not take, each
+      // record tells by the token of the result it holds.
+      let took = items.map(() => true);
+      if (written.matchedCount < items.length) {
+        const docs = await Promise.all(items.map(({ claim }) => col.findOne({ _id: claim.record.id }, { projection: { finishedBy: 1 } })));
+        took = items.map(({ claim }, i) => docs[i]?.finishedBy === claim.leaseToken);
+      }
+      const records = items.map(({ claim, result }, i): DeliveryRecord | undefined => (took[i] ? { ...claim.record, ...result, updatedAt: now } : undefined));
+      // The results are recorded: a failure here must not undo that. Entries left behind stay leased until the lease
+      // ends; then a claim finds each delivery's state and fixes its entry.
+      await followMany(records.filter((r): r is DeliveryRecord => r !== undefined)).catch(() => undefined);
+      return records;
     },
 
     async release(claim) {

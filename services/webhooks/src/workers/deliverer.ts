@@ -1,10 +1,10 @@
 import type { Logger } from '@mailfleet/kit';
 import type { EndpointClient } from '../clients/endpoint.client.js';
-import { decideOutcome, type RetryPolicy } from '../domain/retry-policy.js';
+import { decideOutcome, type AttemptResult, type RetryPolicy } from '../domain/retry-policy.js';
 import { deliveryHeaders } from '../domain/signature.js';
-import { parseWebhookUrl } from '../domain/urls.js';
-import type { ClaimedDelivery, DeliveriesRepository, DeliveryRecord } from '../repositories/deliveries.repository.js';
-import type { WebhooksRepository } from '../repositories/webhooks.repository.js';
+import { parseWebhookUrl, type WebhookTarget } from '../domain/urls.js';
+import type { ClaimedDelivery, DeliveriesRepository, DeliveryRecord, DeliveryResult } from '../repositories/deliveries.repository.js';
+import type { WebhookRecord, WebhooksRepository } from '../repositories/webhooks.repository.js';
 
 export const CANCELLED_WEBHOOK_DELETED = 'cancelled: webhook deleted';
 
@@ -17,6 +17,12 @@ export interface Deliverer {
    * the claim was lost meanwhile (another replica records its own attempt).
    */
   attempt(claim: ClaimedDelivery, opts?: { timeoutMs?: number }): Promise<DeliveryRecord | undefined>;
+  /**
+   * `attempt` for a round of claims of ONE webhook: the webhook is read once, the posts go out at once, and
+   * their results are written together (one bulk write per collection, one or two writes of the webhook's
+   * counters). Answers the records after the attempts, in order (undefined as in `attempt`).
+   */
+  attemptMany(claims: readonly ClaimedDelivery[]): Promise<(DeliveryRecord | undefined)[]>;
 }
 
 export function createDeliverer(deps: {
@@ -31,17 +37,92 @@ export function createDeliverer(deps: {
   const now = deps.now ?? (() => new Date());
   const random = deps.random ?? Math.random;
 
-  return {
+  const cancelled = (d: DeliveryRecord): DeliveryResult => ({
+    status: 'FAILED', attempt: d.attempt, nextAttemptAt: null, lastError: CANCELLED_WEBHOOK_DELETED,
+    responseStatus: d.responseStatus, responseTimeMs: d.responseTimeMs, responseText: d.responseText,
+  });
+
+  function targetOf(webhook: WebhookRecord, log: Logger): WebhookTarget | undefined {
+    try {
+      return parseWebhookUrl(webhook.url);
+    } catch (err) {
+      log.warn({ err }, 'stored webhook URL no longer parses');
+      return undefined;
+    }
+  }
+
+  /** One post of a claimed delivery to an ACTIVE webhook, and what it means for the record. */
+  async function send(claim: ClaimedDelivery, webhook: WebhookRecord, target: WebhookTarget | undefined, opts: { timeoutMs?: number }) {
+    const d = claim.record;
+    const result: AttemptResult = target
+      ? await deps.endpoint.post(target, d.payload, deliveryHeaders(webhook.secret, d.payload, { id: d.eventId, type: d.type }), opts)
+      : { ok: false, error: 'invalid webhook URL', durationMs: 0 };
+    const at = now();
+    const outcome = decideOutcome({ attemptsBefore: d.attempt, scheduled: claim.scheduled, result, policy: deps.policy, now: at, random: random() });
+    const written: DeliveryResult = {
+      status: outcome.status,
+      attempt: outcome.attempt,
+      nextAttemptAt: outcome.nextAttemptAt,
+      lastError: result.ok ? null : (result.error ?? 'failed'),
+      responseStatus: result.status ?? null,
+      responseTimeMs: result.durationMs,
+      responseText: result.responseText ?? null,
+    };
+    return { claim, result, at, outcome, written };
+  }
+
+  const logOf = (d: DeliveryRecord) => deps.logger.child({ deliveryId: d.id, webhookId: d.webhookId, eventId: d.eventId, eventType: d.type });
+
+  const deliverer: Deliverer = {
+    async attemptMany(claims) {
+      const first = claims[0];
+      if (!first) return [];
+      const webhook = await deps.webhooks.get(first.record.teamId, first.record.webhookId);
+      if (!webhook) return deps.deliveries.finishMany(claims.map((claim) => ({ claim, result: cancelled(claim.record) })), now());
+      // Held until activation (or released): rare, one by one through the single path.
+      if (webhook.status !== 'ACTIVE') {
+        const out: (DeliveryRecord | undefined)[] = [];
+        for (const claim of claims) out.push(await deliverer.attempt(claim));
+        return out;
+      }
+      const target = targetOf(webhook, logOf(first.record));
+      const sent = await Promise.all(claims.map((claim) => send(claim, webhook, target, {})));
+      const records = await deps.deliveries.finishMany(sent.map((s) => ({ claim: s.claim, result: s.written })), now());
+      // The webhook's health follows the attempts in the order they ended: the last success resets the count of
+      // failed events, and only events that failed after it count; a failure before it still moves lastFailureAt.
+      const kept = sent.filter((_, i) => records[i] !== undefined).sort((a, b) => a.at.getTime() - b.at.getTime());
+      for (const s of sent.filter((_, i) => records[i] === undefined)) {
+        logOf(s.claim.record).warn('delivery claim lost during the attempt (lease expired); its new owner records the outcome');
+      }
+      let lastSuccess = -1;
+      kept.forEach((s, i) => { if (s.result.ok) lastSuccess = i; });
+      const { teamId, id } = webhook;
+      if (lastSuccess >= 0) await deps.webhooks.recordSuccess(teamId, id, kept[lastSuccess]!.at);
+      const failedBefore = kept.slice(0, Math.max(lastSuccess, 0)).filter((s) => !s.result.ok);
+      const lastFailedBefore = failedBefore[failedBefore.length - 1];
+      const after = kept.slice(lastSuccess + 1).filter((s) => !s.result.ok);
+      if (lastFailedBefore && after.length === 0) await deps.webhooks.recordFailure(teamId, id, lastFailedBefore.at, false, deps.policy.failureThreshold);
+      for (const s of after) {
+        const r = await deps.webhooks.recordFailure(teamId, id, s.at, s.outcome.eventFailed, deps.policy.failureThreshold);
+        if (r.turnedFailed) {
+          logOf(s.claim.record).warn({ consecutiveFailures: r.consecutiveFailures }, 'webhook turned FAILED after consecutive failed events; it receives nothing until activated');
+        }
+      }
+      for (const s of kept) {
+        const log = logOf(s.claim.record);
+        if (s.result.ok) log.debug({ attempt: s.outcome.attempt, status: s.result.status, ms: s.result.durationMs }, 'webhook delivered');
+        else log.info({ attempt: s.outcome.attempt, error: s.result.error, status: s.result.status, next: s.outcome.nextAttemptAt }, 'webhook attempt failed');
+      }
+      return records;
+    },
+
     async attempt(claim, opts = {}) {
       const d = claim.record;
       const log = deps.logger.child({ deliveryId: d.id, webhookId: d.webhookId, eventId: d.eventId, eventType: d.type });
       const webhook = await deps.webhooks.get(d.teamId, d.webhookId);
       if (!webhook) {
         // Deleted after the event was fanned out (or a crash left it pending): nothing to deliver to.
-        return deps.deliveries.finish(claim, {
-          status: 'FAILED', attempt: d.attempt, nextAttemptAt: null, lastError: CANCELLED_WEBHOOK_DELETED,
-          responseStatus: d.responseStatus, responseTimeMs: d.responseTimeMs, responseText: d.responseText,
-        }, now());
+        return deps.deliveries.finish(claim, cancelled(d), now());
       }
       if (webhook.status !== 'ACTIVE') {
         if (!claim.scheduled) {
@@ -56,27 +137,8 @@ export function createDeliverer(deps: {
         return undefined;
       }
 
-      let target;
-      try {
-        target = parseWebhookUrl(webhook.url);
-      } catch (err) {
-        target = undefined;
-        log.warn({ err }, 'stored webhook URL no longer parses');
-      }
-      const result = target
-        ? await deps.endpoint.post(target, d.payload, deliveryHeaders(webhook.secret, d.payload, { id: d.eventId, type: d.type }), opts)
-        : { ok: false, error: 'invalid webhook URL', durationMs: 0 };
-      const at = now();
-      const outcome = decideOutcome({ attemptsBefore: d.attempt, scheduled: claim.scheduled, result, policy: deps.policy, now: at, random: random() });
-      const record = await deps.deliveries.finish(claim, {
-        status: outcome.status,
-        attempt: outcome.attempt,
-        nextAttemptAt: outcome.nextAttemptAt,
-        lastError: result.ok ? null : (result.error ?? 'failed'),
-        responseStatus: result.status ?? null,
-        responseTimeMs: result.durationMs,
-        responseText: result.responseText ?? null,
-      }, at);
+      const { result, at, outcome, written } = await send(claim, webhook, targetOf(webhook, log), opts);
+      const record = await deps.deliveries.finish(claim, written, at);
       if (!record) {
         log.warn('delivery claim lost during the attempt (lease expired); its new owner records the outcome');
         return undefined;
@@ -94,4 +156,5 @@ export function createDeliverer(deps: {
       return record;
     },
   };
+  return deliverer;
 }

@@ -24,18 +24,23 @@ export interface DeliveryWorkerOptions {
 }
 
 /**
- * The delivery loop of one replica. Due deliveries are claimed one at a time
- * with an atomic conditional update that sets a lease, so replicas never
- * attempt the same delivery at once and a crashed replica's claims lapse
- * (the delivery is attempted again: delivered at least once, never lost).
- * Claims skip webhooks that already have `perWebhookConcurrency` attempts in
- * flight here, so one slow endpoint holds a few slots and the rest keep
- * flowing. Between claims it sleeps until woken (a kick, a finished attempt)
- * or until the next delivery falls due, at most the poll interval.
+ * The delivery loop of one replica. Due deliveries are claimed in rounds: each
+ * round takes the free slots of one webhook (up to `perWebhookConcurrency`
+ * attempts in flight to it, `concurrency` in all) with conditional updates
+ * that set a lease, so replicas never attempt the same delivery at once and a
+ * crashed replica's claims lapse (the delivery is attempted again: delivered
+ * at least once, never lost). A round's posts go out together and its results
+ * are written together, so the writes follow the rounds, not the deliveries.
+ * Claims skip webhooks at their cap, so one slow endpoint holds a few slots and
+ * the rest keep flowing. Between claims it sleeps until woken (a kick, a
+ * finished round) or until the next delivery falls due, at most the poll interval.
  */
 export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorker {
   const now = opts.now ?? (() => new Date());
+  /** One promise per round in flight. */
   const inflight = new Set<Promise<void>>();
+  /** Attempts in flight (the rounds' sizes summed). */
+  let attempts = 0;
   const perWebhook = new Map<string, number>();
   let stopping = true;
   let loop: Promise<void> | undefined;
@@ -63,19 +68,21 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
     });
   }
 
-  function launch(claim: ClaimedDelivery): void {
-    const webhookId = claim.record.webhookId;
-    perWebhook.set(webhookId, (perWebhook.get(webhookId) ?? 0) + 1);
+  function launch(claims: readonly ClaimedDelivery[]): void {
+    const webhookId = claims[0]!.record.webhookId;
+    perWebhook.set(webhookId, (perWebhook.get(webhookId) ?? 0) + claims.length);
+    attempts += claims.length;
     const p = (async () => {
       try {
-        await opts.deliverer.attempt(claim);
+        await opts.deliverer.attemptMany(claims);
       } catch (err) {
-        opts.logger.warn({ err, deliveryId: claim.record.id }, 'delivery attempt could not be recorded; the claim lapses and it is attempted again');
-        await opts.deliveries.release(claim).catch(() => undefined);
+        opts.logger.warn({ err, deliveryIds: claims.map((c) => c.record.id) }, 'delivery attempts could not be recorded; the claims lapse and they are attempted again');
+        await Promise.all(claims.map((c) => opts.deliveries.release(c).catch(() => undefined)));
       }
     })().finally(() => {
       inflight.delete(p);
-      const left = (perWebhook.get(webhookId) ?? 1) - 1;
+      attempts -= claims.length;
+      const left = (perWebhook.get(webhookId) ?? claims.length) - claims.length;
       if (left > 0) perWebhook.set(webhookId, left);
       else perWebhook.delete(webhookId);
       signal();
@@ -92,14 +99,16 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
   async function run(): Promise<void> {
     while (!stopping) {
       woken = false;
-      if (inflight.size >= opts.concurrency) {
+      if (attempts >= opts.concurrency) {
         await sleep(opts.pollIntervalMs);
         continue;
       }
       try {
-        const claim = await opts.deliveries.claimDue(now(), opts.leaseMs, busyWebhooks());
-        if (claim) {
-          launch(claim);
+        const free = opts.concurrency - attempts;
+        const claims = await opts.deliveries.claimDueMany(now(), opts.leaseMs, busyWebhooks(),
+          (webhookId) => Math.min(free, opts.perWebhookConcurrency - (perWebhook.get(webhookId) ?? 0)));
+        if (claims.length > 0) {
+          launch(claims);
           continue;
         }
         await sleep(await nextDelay());

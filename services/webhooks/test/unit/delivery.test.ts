@@ -137,6 +137,65 @@ describe('delivery worker', () => {
     }
   });
 
+  it('claims a webhook\'s free slots as one round, posts them together and records each round with one bulk write', async () => {
+    let inFlight = 0;
+    let most = 0;
+    const s = await setup(async () => {
+      most = Math.max(most, ++inFlight);
+      await new Promise((r) => setTimeout(r, 20));
+      inFlight--;
+      return success();
+    });
+    for (let i = 0; i < 10; i++) await s.addEvent(`evt_round_${i}`);
+    const rounds: number[] = [];
+    let successWrites = 0;
+    const deliveries = { ...s.deliveries, finishMany: (items: Parameters<typeof s.deliveries.finishMany>[0], at: Date) => {
+      rounds.push(items.length);
+      return s.deliveries.finishMany(items, at);
+    } };
+    const webhooks = { ...s.webhooks, recordSuccess: (...a: Parameters<typeof s.webhooks.recordSuccess>) => {
+      successWrites++;
+      return s.webhooks.recordSuccess(...a);
+    } };
+    const deliverer = createDeliverer({ webhooks, deliveries, endpoint: s.endpoint.client, policy, logger: silentLogger, now: () => new Date(), random: () => 0.5 });
+    const worker = createDeliveryWorker({
+      deliveries, deliverer, concurrency: 32, perWebhookConcurrency: 5, leaseMs: 60_000, pollIntervalMs: 20, logger: silentLogger, now: () => new Date(),
+    });
+    worker.start();
+    try {
+      await expect.poll(() => [...s.deliveries.rows.values()].filter((r) => r.status === 'SUCCESS').length, { timeout: 5_000 }).toBe(10);
+    } finally {
+      await worker.stop();
+    }
+    expect(rounds).toEqual([5, 5]);
+    expect(successWrites).toBe(2);
+    expect(most).toBe(5);
+    expect(s.endpoint.calls).toHaveLength(10);
+  });
+
+  it('a round keeps the webhook\'s health in the order the attempts ended', async () => {
+    // Claimed in the order success, failure, failure, but they end failure, failure, success: the success came last,
+    // so no failed event counts, and the failures before it still move lastFailureAt.
+    const plan = new Map([['evt_h1', { ms: 40, ok: true }], ['evt_h2', { ms: 5, ok: false }], ['evt_h3', { ms: 15, ok: false }]]);
+    const s = await setup(async (call) => {
+      const p = plan.get(call.headers['X-Service-Event-Id']!)!;
+      await new Promise((r) => setTimeout(r, p.ms));
+      return p.ok ? success() : failure();
+    });
+    const deliverer = createDeliverer({
+      webhooks: s.webhooks, deliveries: s.deliveries, endpoint: s.endpoint.client, policy: { ...policy, maxAttempts: 1 }, logger: silentLogger,
+    });
+    for (const id of plan.keys()) await s.addEvent(id);
+    const round = await s.deliveries.claimDueMany(s.now(), 60_000, [], () => 3);
+    expect(round.map((c) => c.record.eventId)).toEqual(['evt_h1', 'evt_h2', 'evt_h3']);
+    const records = await deliverer.attemptMany(round);
+    expect(records.map((r) => r?.status)).toEqual(['SUCCESS', 'FAILED', 'FAILED']);
+    const w = (await s.webhooks.get('team_a', 'wh_1'))!;
+    expect(w.consecutiveFailures).toBe(0);
+    expect(w.lastFailureAt).not.toBeNull();
+    expect(w.lastSuccessAt!.getTime()).toBeGreaterThanOrEqual(w.lastFailureAt!.getTime());
+  });
+
   it('a kick starts due deliveries at once', async () => {
     const s = await setup();
     const worker = createDeliveryWorker({

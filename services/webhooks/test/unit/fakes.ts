@@ -103,6 +103,11 @@ export function fakeDeliveries(): DeliveriesRepository & { rows: Map<string, Row
       });
       return true;
     },
+    async createPendingMany(inputs) {
+      let n = 0;
+      for (const input of inputs) if (await this.createPending(input)) n++;
+      return n;
+    },
     async insertFinished(input) {
       const id = input.id ?? `whd_${randomUUID()}`;
       const row: Row = { ...input, id, leaseUntil: 0 };
@@ -116,6 +121,24 @@ export function fakeDeliveries(): DeliveriesRepository & { rows: Map<string, Row
       due.leaseUntil = now.getTime() + leaseMs;
       due.leaseToken = randomUUID();
       return { record: rec(due), leaseToken: due.leaseToken, scheduled: true };
+    },
+    async claimDueMany(now, leaseMs, exclude, slots) {
+      const first = await this.claimDue(now, leaseMs, exclude);
+      if (!first) return [];
+      const out = [first];
+      const webhookId = first.record.webhookId;
+      for (let n = slots(webhookId); out.length < n;) {
+        const others = [...rows.values()].filter((r) => r.webhookId !== webhookId).map((r) => r.webhookId);
+        const next = await this.claimDue(now, leaseMs, [...exclude, ...others]);
+        if (!next) break;
+        out.push(next);
+      }
+      return out;
+    },
+    async finishMany(items, now) {
+      const out = [];
+      for (const { claim, result } of items) out.push(await this.finish(claim, result, now));
+      return out;
     },
     async claimForRetry(teamId, webhookId, id, now, leaseMs) {
       const r = rows.get(id);
