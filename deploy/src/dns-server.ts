@@ -69,8 +69,8 @@ const NOTIMP = 4;
 const MAX_CNAME_CHAIN = 8;
 
 /**
- * An authoritative DNS server on loopback for the names a test sets: TXT, MX, A
- * and CNAME. Unknown names get NXDOMAIN; a known name without the asked type gets
+ * An authoritative DNS server on loopback for the names its owner sets (the
+ * tests, and local mode through `local-dns.ts`): TXT, MX, A and CNAME. Unknown names get NXDOMAIN; a known name without the asked type gets
  * an empty NOERROR answer. UDP answers larger than the client's limit are
  * truncated (TC), so resolvers retry over TCP as real ones do.
  */
