@@ -51,7 +51,7 @@ const app = await buildApp({
   rateLimitCheck: async (teamId, family, cost) =>
     upstreams.auth.call.checkRateLimit({ teamId, family: authV1.RateLimitFamily[`RATE_LIMIT_FAMILY_${family}`], cost }),
   areas: v1Areas({ upstreams, onKeyDeleted: (keyId) => cache.revokeKey(keyId) }),
-  info: { version: pkg.version, environment: config.environment, startedAt: Date.now(), draining: () => draining },
+  info: { version: pkg.version, environment: config.localMode ? 'local' : config.environment, startedAt: Date.now(), draining: () => draining },
   trustProxy: config.trustProxy,
 });
 
