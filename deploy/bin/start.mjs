@@ -120,12 +120,17 @@ async function whatNext(p) {
       '  dev inbox    npx mailfleet inbox   (--help lists the bounce@/softbounce@/complaint@ test addresses)',
       '',
       `LOCAL MODE: domains verify against a local DNS server (${p.localDns.address}) where mailfleet publishes`,
-      `their records; mail goes to the embedded SMTP sink (${path.relative(process.cwd(), p.mailDir) || p.mailDir}), nowhere else.`,
+      `their records; mail goes to the embedded SMTP sink (${shortPath(p.mailDir)}), nowhere else.`,
       'Set SMTP_URL or DNS_SERVERS to run without it.',
     );
   }
   lines.push('');
   return lines.join('\n');
+}
+
+function shortPath(dir) {
+  const relative = path.relative(process.cwd(), dir);
+  return relative && !relative.startsWith('..') ? relative : dir;
 }
 
 async function serves(url) {

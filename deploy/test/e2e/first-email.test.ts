@@ -72,5 +72,5 @@ describe('README "First email" in local mode', () => {
     const last = lines[lines.length - 1]!;
     expect(last).toContain('My first email');
     expect(last).toMatch(/dkim=pass \(d=example\.com\)/);
-  }, 150_000);
+  }, 240_000);
 });
