@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import http from 'node:http';
@@ -12,7 +13,8 @@ import { LOOPBACK } from './net.js';
  * DNS_SERVERS is set, this authoritative server answers for every domain the domains service
  * publishes, so verification and DKIM work with no DNS set-up. The domains service asks it
  * through DNS_SERVERS with the same client and protocol as in production, and publishes through
- * a small HTTP control interface (LOCAL_DNS_CONTROL_URL), loopback only.
+ * a small HTTP control interface (LOCAL_DNS_CONTROL_URL), loopback only, under a random path
+ * prefix so that only who was given the URL (the platform's children) can change the zone.
  *
  * Records belong to an owner (the domain id): two teams may register the same name, and deleting
  * one team's domain must not remove the other's values. The union is served. The owners' records
@@ -33,7 +35,7 @@ export interface LocalDnsRecord {
 export interface LocalDns {
   /** `127.0.0.1:PORT` (UDP and TCP): the DNS_SERVERS value of local mode. */
   readonly address: string;
-  /** `http://127.0.0.1:PORT`: PUT/DELETE `/owners/{id}`. */
+  /** `http://127.0.0.1:PORT/<secret>`: PUT/DELETE `<controlUrl>/owners/{id}`, GET `<controlUrl>/owners`. */
   readonly controlUrl: string;
   /** The records of every owner, as served now. */
   records(): Record<string, LocalDnsRecord[]>;
@@ -58,6 +60,7 @@ export interface LocalDnsState {
 
 const MAX_BODY = 256 * 1024;
 const OWNER_PATH = /^\/owners\/([A-Za-z0-9_-]{1,128})$/;
+const PREFIX_PATH = /^\/([a-f0-9]{32})(\/.*)$/;
 
 export function localDnsDir(dataDir: string): string {
   return path.join(dataDir, 'dns');
@@ -119,14 +122,17 @@ export async function startLocalDns(opts: StartLocalDnsOptions): Promise<LocalDn
     return next;
   };
 
+  const secret = randomBytes(16).toString('hex');
   const control = http.createServer((req, res) => {
     const reply = (code: number, body?: unknown): void => {
       res.writeHead(code, body === undefined ? {} : { 'content-type': 'application/json' });
       res.end(body === undefined ? undefined : JSON.stringify(body));
     };
-    const url = new URL(req.url ?? '/', 'http://local-dns');
-    if (req.method === 'GET' && url.pathname === '/owners') return reply(200, Object.fromEntries(owners));
-    const owner = OWNER_PATH.exec(url.pathname)?.[1];
+    const prefixed = PREFIX_PATH.exec(new URL(req.url ?? '/', 'http://local-dns').pathname);
+    if (prefixed?.[1] !== secret) return reply(404, { error: 'not found' });
+    const pathname = prefixed[2]!;
+    if (req.method === 'GET' && pathname === '/owners') return reply(200, Object.fromEntries(owners));
+    const owner = OWNER_PATH.exec(pathname)?.[1];
     if (!owner) return reply(404, { error: 'PUT or DELETE /owners/{id}, GET /owners' });
     if (req.method === 'DELETE') {
       change(() => void owners.delete(owner)).then(() => reply(204), (e: Error) => reply(500, { error: e.message }));
@@ -157,9 +163,9 @@ export async function startLocalDns(opts: StartLocalDnsOptions): Promise<LocalDn
       resolve((control.address() as { port: number }).port);
     });
   });
-  const controlUrl = `http://${LOOPBACK}:${controlPort}`;
+  const controlUrl = `http://${LOOPBACK}:${controlPort}/${secret}`;
   const state: LocalDnsState = { address: dns.address, controlUrl, pid: process.pid };
-  await fsp.writeFile(stateFile, `${JSON.stringify(state, null, 2)}\n`);
+  await fsp.writeFile(stateFile, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
 
   let closed: Promise<void> | undefined;
   return {
