@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { INBOX_USAGE, InboxUsageError, runInbox, textOf } from '../../src/cli/inbox.js';
+import { runCli } from '../../src/cli/mailfleet.js';
 
 const message = (id: string, at: string, emailId: string, subject: string) => ({
   id,
@@ -93,5 +94,12 @@ describe('mailfleet inbox', () => {
   it('decodes base64 single-part text', () => {
     const raw = Buffer.from(`Content-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: base64\r\n\r\n${Buffer.from('héllo\r\n').toString('base64')}\r\n`);
     expect(textOf(raw)).toBe('héllo');
+  });
+
+  it('is dispatched by the mailfleet command without reaching for the auth service', async () => {
+    const lines: string[] = [];
+    const code = await runCli(['inbox', '--help'], { AUTH_GRPC_ADDR: '127.0.0.1:1' }, { json: false, print: (t) => lines.push(t) });
+    expect(code).toBe(0);
+    expect(lines.join('\n')).toBe(INBOX_USAGE);
   });
 });
