@@ -33,7 +33,21 @@ function mtime(file) {
   }
 }
 
-/** Why `npm ci` is needed, or undefined when node_modules is current. */
+/** Runs a command with its output captured; resolves to its exit code and output (never rejects on a non-zero exit). */
+export function runQuiet(command, args, { cwd = repoRoot, env = process.env } = {}) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const chunks = [];
+    child.stdout.on('data', (c) => chunks.push(c));
+    child.stderr.on('data', (c) => chunks.push(c));
+    child.once('error', (error) =>
+      reject(error.code === 'ENOENT' ? new Error(`\`${command}\` is not on PATH`) : error),
+    );
+    child.once('close', (code, signal) => resolve({ code: code ?? (signal ? 128 : 1), output: Buffer.concat(chunks).toString('utf8') }));
+  });
+}
+
+/** Why an install is needed, or undefined when node_modules is current. */
 export function installReason(root = repoRoot) {
   if (!fs.existsSync(path.join(root, 'node_modules'))) return 'node_modules is missing';
   const installed = mtime(path.join(root, 'node_modules', '.package-lock.json'));
@@ -43,16 +57,23 @@ export function installReason(root = repoRoot) {
   return undefined;
 }
 
+/**
+ * The install command. Not `npm ci`: it refuses this lockfile because the optional platform
+ * packages of rollup (a vitest dependency) are missing from it, and the registry here does not
+ * carry them. `npm install` installs the lockfile's versions (it only rewrites the lockfile when
+ * package.json asks for something the lockfile does not hold). The log level hides npm's
+ * warnings (install-scripts notices and the like); errors still come, with the captured output.
+ */
+export const INSTALL_ARGS = ['install', '--no-audit', '--no-fund', '--loglevel=error'];
+
 export async function install(root = repoRoot) {
   const reason = installReason(root);
   if (!reason) return;
-  say(`npm ci (${reason})`);
-  if ((await run('npm', ['ci', '--no-audit', '--no-fund'], { cwd: root })) === 0) return;
-  // npm ci also refuses a lockfile that lacks optional platform packages (rollup's) which the
-  // registry here does not carry, although they are never installed on this platform.
-  // npm install resolves the same tree from the same lockfile and does not need them.
-  say('npm ci failed; trying npm install with the same lockfile');
-  await mustRun('npm', ['install', '--no-audit', '--no-fund'], { cwd: root });
+  say(`installing npm dependencies from package-lock.json (${reason}); this takes a minute the first time`);
+  const { code, output } = await runQuiet('npm', INSTALL_ARGS, { cwd: root });
+  if (code === 0) return;
+  process.stderr.write(output);
+  throw new Error(`\`npm ${INSTALL_ARGS.join(' ')}\` failed with exit code ${code} (its output is above)`);
 }
 
 /**

@@ -1,5 +1,5 @@
 // `npm start`: install what is missing, build, then run the whole platform until Ctrl-C.
-/* global AbortController, setInterval */
+/* global AbortController, AbortSignal, fetch, setInterval */
 import fs from 'node:fs';
 import path from 'node:path';
 import { prepare, repoRoot } from './prepare.mjs';
@@ -87,7 +87,9 @@ if (port !== undefined && !(Number.isInteger(port) && port > 0 && port < 65536))
 }
 
 try {
-  platform = await startPlatform({ ports: 'default', ...(port ? { port } : {}), signal: controller.signal });
+  // Local mode: with its own SMTP sink and no DNS_SERVERS, the platform also runs a DNS server
+  // where domains publish their records (startPlatform decides; SMTP_URL or DNS_SERVERS turn it off).
+  platform = await startPlatform({ ports: 'default', ...(port ? { port } : {}), signal: controller.signal, localMode: true });
 } catch (error) {
   if (controller.signal.aborted) {
     say('stopped before it was ready');
@@ -103,4 +105,40 @@ if (stopping) {
 
 say(`ready: gateway on ${platform.gatewayUrl}`);
 say(`MongoDB ${platform.mongoUrl} · NATS ${platform.natsUrl} · SMTP ${platform.smtpUrl}${platform.mailDir ? ` (mail in ${platform.mailDir})` : ''}`);
+process.stderr.write(`${await whatNext(platform)}\n`);
 say('Ctrl-C stops everything');
+
+/** The short block a newcomer reads after start-up: where things are and the first commands. */
+async function whatNext(p) {
+  const base = p.gatewayUrl;
+  const lines = ['', 'What next:', `  API          ${base}/v1  (docs: ${base}/docs)`];
+  if (await serves(`${base}/`)) lines.push(`  console      ${base}/`);
+  lines.push('  a team       npx mailfleet team create --name "Acme" --json   (prints its teamId and API key)');
+  if (p.localDns) {
+    lines.push(
+      '  first email  README.md, section "First email": paste its block into a second terminal',
+      '  dev inbox    npx mailfleet inbox   (--help lists the bounce@/softbounce@/complaint@ test addresses)',
+      '',
+      `LOCAL MODE: domains verify against a local DNS server (${p.localDns.address}) where mailfleet publishes`,
+      `their records; mail goes to the embedded SMTP sink (${shortPath(p.mailDir)}), nowhere else.`,
+      'Set SMTP_URL or DNS_SERVERS to run without it.',
+    );
+  }
+  lines.push('');
+  return lines.join('\n');
+}
+
+function shortPath(dir) {
+  const relative = path.relative(process.cwd(), dir);
+  return relative && !relative.startsWith('..') ? relative : dir;
+}
+
+async function serves(url) {
+  try {
+    const res = await fetch(url, { redirect: 'manual', signal: AbortSignal.timeout(2000) });
+    await res.body?.cancel();
+    return res.status >= 200 && res.status < 400;
+  } catch {
+    return false;
+  }
+}

@@ -11,6 +11,7 @@ export {
 } from './smtp-sink.js';
 export {
   startPlatform,
+  localModeOn,
   SERVICE_NAMES,
   DEFAULT_PORTS,
   PASSTHROUGH_ENV,
@@ -27,3 +28,26 @@ export { findFreePort, findFreePorts, canConnect, pollUntil, LOOPBACK } from './
 export { repoRoot, defaultDataDir, defaultBinDir } from './paths.js';
 export { LOCAL_SECRETS, loadLocalSecrets } from './local-secrets.js';
 export { DOMAIN_VERIFY_TEST_CLOCK } from './test-clock.js';
+export {
+  startDnsServer,
+  type DnsServer,
+  type DnsRecordType,
+  type DnsRecordValues,
+  type DnsFailureMode,
+  type MxRecord,
+  type TxtRecord,
+  type DnsQueryLog,
+  type StartDnsServerOptions,
+} from './dns-server.js';
+export {
+  startLocalDns,
+  readLocalDnsState,
+  localDnsDir,
+  verifyDkim,
+  type LocalDns,
+  type LocalDnsRecord,
+  type LocalDnsState,
+  type StartLocalDnsOptions,
+  type DkimResult,
+} from './local-dns.js';
+export { readMailStore, type StoredMessage } from './mail-store.js';

@@ -9,9 +9,18 @@ import { createHealthProbe, probeHttp, type HealthProbe } from './health.js';
 import { consoleLogSink, type LogSink } from './logs.js';
 import { canConnect, findFreePorts, LOOPBACK } from './net.js';
 import { loadLocalSecrets } from './local-secrets.js';
+import { startLocalDns, type LocalDns } from './local-dns.js';
 import { startNats, type NatsServer } from './nats.js';
 import { defaultDataDir, repoRoot as defaultRepoRoot } from './paths.js';
 import { describeExit, ManagedProcess, type ExitInfo } from './process.js';
+
+/**
+ * Local mode runs only when asked for (`npm start` does) and only with the platform's own SMTP
+ * sink and no DNS_SERVERS: a real relay or real DNS means records must be real too.
+ */
+export function localModeOn(opts: { requested: boolean | undefined; smtpUrl: string | undefined; dnsServers: string | undefined }): boolean {
+  return opts.requested === true && !opts.smtpUrl && !opts.dnsServers;
+}
 
 /** The services in start order; their default gRPC ports are 50051.. and metrics ports 9101.. in this order. */
 export const SERVICE_NAMES = [
@@ -35,6 +44,8 @@ export const DEFAULT_PORTS = {
   ferretdb: 27017,
   smtpSink: 2525,
   inboundSmtp: 2526,
+  /** Local mode's DNS server (UDP and TCP). */
+  localDns: 5300,
 } as const;
 
 /** The domain of the return paths (VERP bounce addresses) when BOUNCE_DOMAIN is not set. */
@@ -59,6 +70,8 @@ export interface PlatformPorts {
   nats?: number;
   ferretdb?: number;
   smtpSink?: number;
+  /** Local mode's DNS server; only in local mode with fixed ports (a free one otherwise). */
+  localDns?: number;
 }
 
 export interface ChildExitReport {
@@ -100,6 +113,13 @@ export interface PlatformOptions {
   onUnexpectedExit?: (report: ChildExitReport) => void;
   /** Aborting stops whatever was started and rejects. */
   signal?: AbortSignal;
+  /**
+   * Local mode (what `npm start` asks for): when the platform runs its own SMTP sink and no
+   * DNS_SERVERS is given, it also runs an authoritative DNS server where the domains service
+   * publishes each domain's records, and points DNS_SERVERS at it. Off by default, and off
+   * whenever SMTP_URL or DNS_SERVERS is set.
+   */
+  localMode?: boolean;
 }
 
 export interface Platform {
@@ -111,6 +131,8 @@ export interface Platform {
   /** Where the embedded SMTP sink stores mail; undefined when SMTP_URL points elsewhere. */
   readonly mailDir: string | undefined;
   readonly dataDir: string;
+  /** Local mode's DNS server (`address` is the DNS_SERVERS value the services got); undefined when local mode is off. */
+  readonly localDns: { readonly address: string; readonly controlUrl: string } | undefined;
   readonly ports: PlatformPorts;
   /** Every child: infra first ('ferretdb', 'nats', 'smtp-sink' when embedded), the services, 'gateway'. */
   readonly names: readonly string[];
@@ -182,7 +204,9 @@ export async function startPlatform(opts: PlatformOptions = {}): Promise<Platfor
   }
 
   const external = { mongo: opts.mongoUrl ?? lookup('MONGO_URL'), nats: opts.natsUrl ?? lookup('NATS_URL'), smtp: opts.smtpUrl ?? lookup('SMTP_URL') };
+  const localMode = localModeOn({ requested: opts.localMode, smtpUrl: external.smtp, dnsServers: lookup('DNS_SERVERS') });
   const ports = await choosePorts(mode, opts.port, lookup('INBOUND_SMTP_PORT'), external);
+  if (localMode && mode === 'default') ports.localDns = DEFAULT_PORTS.localDns;
   if (mode === 'default') await assertPortsFree(ports, host);
 
   const gatewayHostForUrl = host === '0.0.0.0' || host === '::' ? LOOPBACK : host;
@@ -191,6 +215,7 @@ export async function startPlatform(opts: PlatformOptions = {}): Promise<Platfor
   await fsp.mkdir(dataDir, { recursive: true });
 
   const children: Child[] = [];
+  let localDns: LocalDns | undefined;
   let started = false;
   let stopping = false;
   let startupFailure: Error | undefined;
@@ -212,6 +237,7 @@ export async function startPlatform(opts: PlatformOptions = {}): Promise<Platfor
     await Promise.all(byKind('service').map((c) => c.stop()));
     // SMTP sink, NATS, FerretDB: the reverse of their start order.
     for (const c of [...byKind('infra')].reverse()) await c.stop();
+    await localDns?.close();
     for (const c of children) c.close();
   };
 
@@ -283,6 +309,13 @@ export async function startPlatform(opts: PlatformOptions = {}): Promise<Platfor
         })(),
       );
     }
+    if (localMode) {
+      localDns = await startLocalDns({ dataDir, ...(ports.localDns !== undefined ? { port: ports.localDns } : {}) });
+      say(
+        `LOCAL MODE: domains publish their DNS records to the local DNS server ${localDns.address} and verify against it; ` +
+          'mail stays in the embedded SMTP sink (npx mailfleet inbox). Set SMTP_URL or DNS_SERVERS to turn it off.',
+      );
+    }
     await settleAll(infraStarts);
     if (!mongoUrl || !natsUrl || !smtpUrl) throw new Error('infrastructure URLs not resolved');
     const abort = abortError();
@@ -313,6 +346,14 @@ export async function startPlatform(opts: PlatformOptions = {}): Promise<Platfor
       if (value !== undefined) baseEnv[key] = value;
     }
     Object.assign(baseEnv, await loadLocalSecrets(dataDir, lookup), contractEnv);
+    // Local mode is the platform's decision alone: an inherited value must not switch it on.
+    delete baseEnv['LOCAL_DNS_CONTROL_URL'];
+    delete baseEnv['MAILFLEET_LOCAL_MODE'];
+    if (localDns) {
+      baseEnv['DNS_SERVERS'] = localDns.address;
+      baseEnv['LOCAL_DNS_CONTROL_URL'] = localDns.controlUrl;
+      baseEnv['MAILFLEET_LOCAL_MODE'] = 'true';
+    }
 
     const apps: Child[] = [];
     for (const name of SERVICE_NAMES) {
@@ -377,6 +418,7 @@ export async function startPlatform(opts: PlatformOptions = {}): Promise<Platfor
       smtpUrl,
       mailDir,
       dataDir,
+      localDns: localDns ? { address: localDns.address, controlUrl: localDns.controlUrl } : undefined,
       ports,
       names: children.map((c) => c.name),
       logs: (name) => find(name).tail(),
@@ -579,6 +621,7 @@ async function assertPortsFree(ports: PlatformPorts, host: string): Promise<void
   if (ports.nats !== undefined) wanted.push(['NATS', ports.nats]);
   if (ports.ferretdb !== undefined) wanted.push(['FerretDB', ports.ferretdb]);
   if (ports.smtpSink !== undefined) wanted.push(['SMTP sink', ports.smtpSink]);
+  if (ports.localDns !== undefined) wanted.push(['local DNS', ports.localDns]);
   const checkHost = host === '0.0.0.0' || host === '::' ? LOOPBACK : host;
   const busy: string[] = [];
   await Promise.all(

@@ -7,6 +7,8 @@ export function gatewayConfigSpec() {
     metricsPort: port('METRICS_PORT', 9100),
     logLevel: oneOf('LOG_LEVEL', ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const, 'info'),
     environment: str('NODE_ENV', 'development'),
+    /** Set by `npm start` in local mode (embedded SMTP sink and DNS); GET /v1/version then says `local`. */
+    localMode: bool('MAILFLEET_LOCAL_MODE', false),
     /** Deadline of each upstream call. */
     upstreamDeadlineMs: int('UPSTREAM_DEADLINE_MS', 5_000, 100),
     shutdownTimeoutMs: int('SHUTDOWN_TIMEOUT_MS', 25_000, 1_000),

@@ -52,7 +52,7 @@ const app = await buildApp({
   onAuthenticated: (p) => touches.record(p),
   rateLimitCheck: (principal, family, cost) => limiter.check(principal, family, cost),
   areas: v1Areas({ upstreams, onKeyDeleted: (keyId) => cache.revokeKey(keyId) }),
-  info: { version: pkg.version, environment: config.environment, startedAt: Date.now(), draining: () => draining },
+  info: { version: pkg.version, environment: config.localMode ? 'local' : config.environment, startedAt: Date.now(), draining: () => draining },
   trustProxy: config.trustProxy,
 });
 

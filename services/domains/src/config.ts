@@ -87,6 +87,11 @@ export function domainsConfigSpec() {
     dkimMasterKey: hexSecret('DKIM_MASTER_KEY', 32),
     /** Prefix of each domain's DKIM selector; a short random part follows (`mf` -> `mfk3x9a2q1`). */
     dkimSelectorPrefix: label('DKIM_SELECTOR_PREFIX', 'mf', 20),
+    /**
+     * Local mode only (`npm start` sets it, the Helm chart never does): the control URL of the
+     * platform's local DNS server, where each domain's records are published on creation.
+     */
+    localDnsControlUrl: optionalStr('LOCAL_DNS_CONTROL_URL'),
     /** DNS servers verification asks (`host[:port]`, comma separated); default the system's. */
     dnsServers: dnsServerList('DNS_SERVERS'),
     /** Time limit of one DNS query attempt. */

@@ -1,6 +1,7 @@
 import { bindService, type ServiceInfra, type ServiceParts } from '@mailfleet/kit';
 import { domainsV1 } from '@mailfleet/proto';
 import { createDnsClient, type DnsClient } from './clients/dns.client.js';
+import { createLocalDnsPublisher, noRecordPublisher } from './clients/local-dns.client.js';
 import type { DomainsConfig } from './config.js';
 import { createKeySealer } from './domain/dkim-keys.js';
 import type { VerificationTimings } from './domain/verification.js';
@@ -49,10 +50,14 @@ export async function createDomainsServer(deps: { config: DomainsConfig; infra: 
     sealer,
     records: { spfInclude: config.spfInclude, mailFromSubdomain: config.mailFromSubdomain, mxHost: config.mxHost },
     selectorPrefix: config.dkimSelectorPrefix,
+    publisher: config.localDnsControlUrl
+      ? createLocalDnsPublisher({ controlUrl: config.localDnsControlUrl, logger: infra.logger })
+      : noRecordPublisher,
     kickWorker: () => worker.kick(),
     kickRelay: () => kickRelay(),
     logger: infra.logger,
   });
+  if (config.localDnsControlUrl) infra.logger.info({ controlUrl: config.localDnsControlUrl }, 'local mode: domain records are published to the local DNS server');
   worker.start();
 
   return {

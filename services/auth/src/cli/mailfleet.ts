@@ -2,6 +2,7 @@ import { parseArgs } from 'node:util';
 import { status, type ServiceError } from '@grpc/grpc-js';
 import { createGrpcClient, createLogger, isServiceError } from '@mailfleet/kit';
 import { authV1, domainsV1 } from '@mailfleet/proto';
+import { InboxUsageError, runInbox } from './inbox.js';
 
 /**
  * The operator's command line. It talks to the running auth service over gRPC
@@ -17,6 +18,8 @@ Usage:
   mailfleet team update --team ID [--plan P] [--daily N] [--monthly N] [--rate-limit FAMILY=N ...] [--json]
       Families: SEND_EMAIL BATCH_EMAIL READ_EMAIL FEEDBACK_LIST CONTACT BULK_CONTACT DEFAULT (0 restores the default).
   mailfleet key create --team ID [--name NAME] [--permission FULL|SENDING] [--domain DOMAIN_ID] [--json]
+  mailfleet inbox [show ID] [--json] [--help]
+      Local mode's dev inbox: what the embedded SMTP sink holds; --help lists the mailbox simulator's addresses.
 
 Environment: AUTH_GRPC_ADDR (default 127.0.0.1:50051), DOMAINS_GRPC_ADDR (default 127.0.0.1:50052).
 Exit codes: 0 success, 1 the platform refused or could not be reached, 2 usage error.`;
@@ -50,6 +53,7 @@ function planName(p: authV1.Plan): string {
 }
 
 export async function runCli(argv: string[], env: NodeJS.ProcessEnv, out: Out = { json: false, print: (t) => process.stdout.write(`${t}\n`) }): Promise<number> {
+  if (argv[0] === 'inbox') return runInbox(argv.slice(1), env, out.print);
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -139,7 +143,7 @@ export async function main(argv = process.argv.slice(2)): Promise<never> {
     code = await runCli(argv, process.env);
   } catch (err) {
     const errCode = (err as { code?: unknown }).code;
-    const usage = err instanceof UsageError || (typeof errCode === 'string' && errCode.startsWith('ERR_PARSE_ARGS'));
+    const usage = err instanceof UsageError || err instanceof InboxUsageError || (typeof errCode === 'string' && errCode.startsWith('ERR_PARSE_ARGS'));
     process.stderr.write(`mailfleet: ${describe(err)}\n${usage ? 'run `mailfleet --help` for usage\n' : ''}`);
     code = usage ? 2 : 1;
   }

@@ -6,6 +6,7 @@ import { generateDkimKeyPair, KeyUnsealError, type DkimKeyPair, type KeySealer }
 import { domainOfAddress, parseDomainName, requireRegion } from '../domain/names.js';
 import { buildRecords, mailFromHost, newSelector, newVerificationToken, type RecordKind, type RecordSettings } from '../domain/records.js';
 import type { DomainPatch, DomainRecord, DomainsRepository } from '../repositories/domains.repository.js';
+import type { RecordPublisher } from '../clients/local-dns.client.js';
 import { domainToProto, statusToProto } from './mapping.js';
 
 export interface DomainsRpcDeps {
@@ -13,6 +14,8 @@ export interface DomainsRpcDeps {
   readonly sealer: KeySealer;
   readonly records: RecordSettings;
   readonly selectorPrefix: string;
+  /** Local mode: publishes records where verification finds them; otherwise does nothing. */
+  readonly publisher?: RecordPublisher;
   /** Wakes the verification worker (a PUT verify is checked at once, not at the next poll). */
   readonly kickWorker: () => void;
   /** Asks the outbox relay for a pass now. */
@@ -48,6 +51,7 @@ export function verificationStartPatch(current: DomainRecord, now: Date): Domain
 export function createDomainsHandlers(deps: DomainsRpcDeps): UnaryHandlers<domainsV1.DomainsServiceServer> {
   const now = deps.now ?? (() => new Date());
   const generate = deps.generateKeyPair ?? generateDkimKeyPair;
+  const publisher = deps.publisher;
 
   async function domain(teamId: string, domainId: string): Promise<DomainRecord> {
     const d = await deps.repo.get(requireId(teamId, 'team_id'), requireId(domainId, 'domain_id'));
@@ -76,6 +80,7 @@ export function createDomainsHandlers(deps: DomainsRpcDeps): UnaryHandlers<domai
         records: buildRecords(name, { verificationToken, selector, publicKey: keys.publicKey }, deps.records),
       }, now());
       deps.kickRelay();
+      await publisher?.publish(record.id, record.records);
       return { domain: domainToProto(record) };
     },
 
@@ -92,6 +97,8 @@ export function createDomainsHandlers(deps: DomainsRpcDeps): UnaryHandlers<domai
       const at = now();
       const res = await deps.repo.change(requireId(req.teamId, 'team_id'), requireId(req.domainId, 'domain_id'), (cur) => verificationStartPatch(cur, at), at);
       if (!res) throw new NotFoundError('Domain not found');
+      // Again on every verify: repairs a publish lost to a crash right after the domain was created.
+      await publisher?.publish(res.after.id, res.after.records);
       deps.kickWorker();
       deps.kickRelay();
       return { message: `Verification of ${res.after.name} started` };
@@ -102,6 +109,7 @@ export function createDomainsHandlers(deps: DomainsRpcDeps): UnaryHandlers<domai
       if (!deleted) throw new NotFoundError('Domain not found');
       // Publish domain.deleted at once: emails scheduled from the domain must fail, not go out.
       deps.kickRelay();
+      await publisher?.remove(deleted.id);
       return { message: `Domain ${deleted.name} deleted` };
     },
 
