@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import {
   SMTPServer,
   type SMTPServerAddress,
@@ -50,6 +50,14 @@ export interface MailboxSimulatorOptions {
   softBounceWindowMs?: number;
   /** Deadline of one attempt to hand a report over; default 10 s. */
   reportTimeoutMs?: number;
+  /** SMTP connections to the report target, each kept open and reused report after report; default 4. */
+  reportConnections?: number;
+  /**
+   * Accepted messages whose reports are not yet handed over (or given up). At this many, the sink
+   * holds back its answer to the next DATA until one is done: memory stays bounded and the sender
+   * slows to what the report target takes. Default 20,000.
+   */
+  maxPendingReports?: number;
 }
 
 /** What the simulator did, for logs and tests. */
@@ -106,6 +114,7 @@ export async function createSmtpSink(opts: SmtpSinkOptions): Promise<SmtpSink> {
       : createMailboxSimulator(opts.simulator === true ? {} : opts.simulator, emit);
   const dir = path.resolve(opts.dir);
   await fsp.mkdir(dir, { recursive: true });
+  const store = createMessageStore(dir);
   const host = opts.host ?? LOOPBACK;
 
   const server = new SMTPServer({
@@ -130,20 +139,30 @@ export async function createSmtpSink(opts: SmtpSinkOptions): Promise<SmtpSink> {
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
       stream.once('error', (error) => callback(error));
       stream.once('end', () => {
-        const raw = Buffer.concat(chunks);
         const envelope: SinkEnvelope = {
           mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
           rcptTo: session.envelope.rcptTo.map((r) => r.address),
           receivedAt: new Date().toISOString(),
         };
-        storeMessage(dir, raw, envelope).then(
-          (message) => {
-            for (const listener of listeners) listener(message);
-            simulator?.accepted(message, session.remoteAddress);
-            callback(null, `2.0.0 Ok: queued as ${message.id}`);
-          },
-          (error: Error) => callback(error),
-        );
+        let message: SinkMessage;
+        try {
+          message = store(Buffer.concat(chunks), envelope);
+        } catch (error) {
+          callback(error as Error);
+          return;
+        }
+        for (const listener of listeners) {
+          try {
+            listener(message);
+          } catch {
+            // A listener's failure is its own; the message is stored.
+          }
+        }
+        const reply = `2.0.0 Ok: queued as ${message.id}`;
+        // Only when the simulator's report queue is full does the answer wait (for room in it).
+        const full = simulator?.accepted(message, session.remoteAddress);
+        if (full) void full.then(() => callback(null, reply));
+        else callback(null, reply);
       });
     },
   });
@@ -182,16 +201,31 @@ export async function createSmtpSink(opts: SmtpSinkOptions): Promise<SmtpSink> {
   };
 }
 
-async function storeMessage(dir: string, raw: Buffer, envelope: SinkEnvelope): Promise<SinkMessage> {
-  const id = `${Date.now()}-${randomBytes(6).toString('hex')}`;
-  const emlPath = path.join(dir, `${id}.eml`);
-  const jsonPath = path.join(dir, `${id}.json`);
-  // The .json sidecar appears last (and atomically): a message is listed only once complete.
-  await fsp.writeFile(`${emlPath}.tmp`, raw);
-  await fsp.rename(`${emlPath}.tmp`, emlPath);
-  await fsp.writeFile(`${jsonPath}.tmp`, `${JSON.stringify(envelope, null, 2)}\n`);
-  await fsp.rename(`${jsonPath}.tmp`, jsonPath);
-  return { id, emlPath, raw, ...envelope };
+/**
+ * Writes each message as `<id>.eml` plus its `<id>.json` sidecar, the sidecar last and atomically
+ * (temp file, rename): readers list the `.json` files, so a message is seen only once complete.
+ *
+ * Synchronous on purpose: three small file writes and a rename cost less than handing each of them
+ * to the thread pool and back, and the answer to DATA waits for them anyway. Once the calls return
+ * the data is in the kernel's page cache, which survives a kill -9 of this process; there is no
+ * fsync, as a sink is not a durable mail store.
+ *
+ * Ids are `<ms timestamp>-<12 hex>`: a random part per store (two sinks may share a directory, one
+ * after the other) then a sequence number, so ids sort by arrival within a millisecond too.
+ */
+function createMessageStore(dir: string): (raw: Buffer, envelope: SinkEnvelope) => SinkMessage {
+  const instance = randomBytes(3).toString('hex');
+  let seq = 0;
+  return (raw, envelope) => {
+    seq += 1;
+    const id = `${Date.now()}-${instance}${seq.toString(16).padStart(6, '0')}`;
+    const emlPath = path.join(dir, `${id}.eml`);
+    const jsonPath = path.join(dir, `${id}.json`);
+    fs.writeFileSync(emlPath, raw);
+    fs.writeFileSync(`${jsonPath}.tmp`, `${JSON.stringify(envelope, null, 2)}\n`);
+    fs.renameSync(`${jsonPath}.tmp`, jsonPath);
+    return { id, emlPath, raw, ...envelope };
+  };
 }
 
 /**
@@ -236,8 +270,39 @@ export function parseHostPort(value: string): { host: string; port: number } {
 interface MailboxSimulator {
   /** null to accept, or the SMTP error to refuse the recipient with. */
   checkRecipient(address: SMTPServerAddress, session: SMTPServerSession): Error | null;
-  accepted(message: SinkMessage, remoteAddress: string): void;
+  /**
+   * Queues the message's reports. Returns a promise only when the queue is full: the answer to the
+   * sender should wait for it.
+   */
+  accepted(message: SinkMessage, remoteAddress: string): Promise<void> | undefined;
   close(): void;
+}
+
+/** What a report needs of the original message (not the whole message: the queue stays small). */
+interface ReportedMessage {
+  mailFrom: string;
+  rcptTo: string[];
+  receivedAt: string;
+  /** The original header section, CRLF line ends. */
+  headers: string;
+}
+
+interface PendingReport {
+  kind: 'dsn' | 'arf';
+  recipients: string[];
+  build: () => string;
+  /** Built at the first attempt, then kept for the retries. */
+  data?: string;
+  attempts: number;
+}
+
+/** The reports of one accepted message, sent in order (the DSN before any complaint) to its sender. */
+interface ReportJob {
+  dueAt: number;
+  to: string;
+  reports: PendingReport[];
+  /** Index of the first report not yet sent or given up. */
+  next: number;
 }
 
 function createMailboxSimulator(opts: MailboxSimulatorOptions, emit: (event: SimulatorEvent) => void): MailboxSimulator {
@@ -246,32 +311,123 @@ function createMailboxSimulator(opts: MailboxSimulatorOptions, emit: (event: Sim
   const retryDelays = opts.reportRetryDelaysMs ?? [500, 2000, 5000];
   const softBounceWindowMs = opts.softBounceWindowMs ?? 10 * 60_000;
   const reportTimeoutMs = opts.reportTimeoutMs ?? 10_000;
+  const connections = Math.max(1, opts.reportConnections ?? 4);
+  const maxPending = Math.max(1, opts.maxPendingReports ?? 20_000);
   /** (sender, recipient) -> when its first attempt was deferred. */
   const deferred = new Map<string, number>();
   const abort = new AbortController();
 
   const refuse = (code: number, text: string): Error => Object.assign(new Error(text), { responseCode: code });
 
-  const deliver = async (kind: 'dsn' | 'arf', to: string, recipients: string[], data: string): Promise<void> => {
-    if (!target) return;
-    let attempts = 0;
-    for (;;) {
-      attempts += 1;
+  // The queue: jobs in acceptance order (so in due order: every job waits the same reportDelayMs),
+  // and jobs whose retry wait is over, which go first.
+  let queue: Array<ReportJob | undefined> = [];
+  let head = 0;
+  const retries: ReportJob[] = [];
+  const timers = new Set<NodeJS.Timeout>();
+  let wake: NodeJS.Timeout | undefined;
+  /** Jobs accepted and not finished (queued, in flight, or waiting for a retry). */
+  let pending = 0;
+  const waitingForRoom: Array<() => void> = [];
+  /** One slot per connection: the connection (kept open between reports) and whether it is busy. */
+  const slots: Array<ReportConnection | undefined> = Array.from({ length: connections }, () => undefined);
+  const idle = slots.map((_, i) => i);
+
+  const takeDue = (): ReportJob | undefined => {
+    const retry = retries.shift();
+    if (retry) return retry;
+    const job = queue[head];
+    if (!job) return undefined;
+    const wait = job.dueAt - Date.now();
+    if (wait > 0) {
+      wake ??= setTimeout(() => {
+        wake = undefined;
+        pump();
+      }, wait);
+      return undefined;
+    }
+    queue[head] = undefined;
+    head += 1;
+    if (head === queue.length) {
+      queue = [];
+      head = 0;
+    } else if (head >= 4096 && head * 2 >= queue.length) {
+      queue = queue.slice(head);
+      head = 0;
+    }
+    return job;
+  };
+
+  const finished = (): void => {
+    pending -= 1;
+    while (pending <= maxPending && waitingForRoom.length > 0) waitingForRoom.shift()?.();
+  };
+
+  /** Sends on the slot's connection; a reused one the listener has dropped meanwhile is replaced once. */
+  const sendOn = async (slot: number, to: string, data: string): Promise<string> => {
+    if (!target) throw new Error('no report target');
+    let connection = slots[slot];
+    const reused = connection !== undefined && connection.usable;
+    if (!connection || !reused) {
+      connection?.close();
+      connection = await ReportConnection.open({ ...target, timeoutMs: reportTimeoutMs, signal: abort.signal });
+      slots[slot] = connection;
+    }
+    try {
+      return await connection.send(to, data);
+    } catch (error) {
+      if (!reused || !connection.broken || abort.signal.aborted) throw error;
+      connection.close();
+      connection = await ReportConnection.open({ ...target, timeoutMs: reportTimeoutMs, signal: abort.signal });
+      slots[slot] = connection;
+      return await connection.send(to, data);
+    }
+  };
+
+  /** Sends the job's remaining reports; false when it waits for a retry. */
+  const runJob = async (slot: number, job: ReportJob): Promise<boolean> => {
+    for (; job.next < job.reports.length; job.next += 1) {
+      const report = job.reports[job.next] as PendingReport;
+      if (abort.signal.aborted) return true;
+      report.attempts += 1;
+      const { kind, recipients, attempts } = report;
       try {
-        const reply = await sendBySmtp({ ...target, to, data, timeoutMs: reportTimeoutMs, signal: abort.signal });
-        emit({ type: 'report-sent', kind, to, recipients, attempts, reply });
-        return;
+        const reply = await sendOn(slot, job.to, (report.data ??= report.build()));
+        emit({ type: 'report-sent', kind, to: job.to, recipients, attempts, reply });
       } catch (error) {
         const permanent = error instanceof SmtpReplyError && error.code >= 500;
         const wait = retryDelays[attempts - 1];
         if (abort.signal.aborted || permanent || wait === undefined) {
-          emit({ type: 'report-failed', kind, to, recipients, attempts, error: (error as Error).message });
-          return;
+          emit({ type: 'report-failed', kind, to: job.to, recipients, attempts, error: (error as Error).message });
+          continue;
         }
-        await sleep(wait, undefined, { signal: abort.signal }).catch(() => undefined);
+        const timer = setTimeout(() => {
+          timers.delete(timer);
+          retries.push(job);
+          pump();
+        }, wait);
+        timers.add(timer);
+        return false;
       }
     }
+    return true;
   };
+
+  const work = async (slot: number, first: ReportJob): Promise<void> => {
+    for (let job: ReportJob | undefined = first; job && !abort.signal.aborted; job = takeDue()) {
+      if (await runJob(slot, job)) finished();
+    }
+    idle.push(slot);
+  };
+
+  function pump(): void {
+    while (!abort.signal.aborted && idle.length > 0) {
+      const job = takeDue();
+      if (!job) return;
+      const slot = idle.pop() as number;
+      void work(slot, job);
+    }
+  }
 
   return {
     checkRecipient(address, session) {
@@ -299,20 +455,34 @@ function createMailboxSimulator(opts: MailboxSimulatorOptions, emit: (event: Sim
 
     accepted(message, remoteAddress) {
       // Never answer a report with a report, and never without a place to send it to.
-      if (!target || message.mailFrom === '' || message.rcptTo.length === 0) return;
-      const complaints = message.rcptTo.filter((r) => simulatorRule(r) === 'complaint');
-      void (async () => {
-        await sleep(reportDelayMs, undefined, { signal: abort.signal });
-        // Every accepted recipient had the message delivered (complaint ones too: one complains about mail it got).
-        await deliver('dsn', message.mailFrom, message.rcptTo, deliveryReport(message));
-        for (const rcpt of complaints) {
-          await deliver('arf', message.mailFrom, [rcpt], feedbackReport(message, rcpt, remoteAddress));
-        }
-      })().catch(() => undefined);
+      if (!target || abort.signal.aborted || message.mailFrom === '' || message.rcptTo.length === 0) return undefined;
+      const reported: ReportedMessage = {
+        mailFrom: message.mailFrom,
+        rcptTo: message.rcptTo,
+        receivedAt: message.receivedAt,
+        headers: originalHeaders(message.raw),
+      };
+      // Every accepted recipient had the message delivered (complaint ones too: one complains about mail it got).
+      const reports: PendingReport[] = [
+        { kind: 'dsn', recipients: message.rcptTo, build: () => deliveryReport(reported), attempts: 0 },
+        ...message.rcptTo
+          .filter((r) => simulatorRule(r) === 'complaint')
+          .map((rcpt): PendingReport => ({ kind: 'arf', recipients: [rcpt], build: () => feedbackReport(reported, rcpt, remoteAddress), attempts: 0 })),
+      ];
+      queue.push({ dueAt: Date.now() + reportDelayMs, to: message.mailFrom, reports, next: 0 });
+      pending += 1;
+      pump();
+      return pending > maxPending ? new Promise<void>((resolve) => waitingForRoom.push(resolve)) : undefined;
     },
 
     close() {
       abort.abort();
+      if (wake) clearTimeout(wake);
+      for (const timer of timers) clearTimeout(timer);
+      timers.clear();
+      for (const connection of slots) connection?.close();
+      // Whoever waits for room gets an answer: their messages are stored.
+      for (const resolve of waitingForRoom.splice(0)) resolve();
     },
   };
 }
@@ -320,7 +490,7 @@ function createMailboxSimulator(opts: MailboxSimulatorOptions, emit: (event: Sim
 // ---------------------------------------------------------------------------
 // The reports, as a receiving MTA writes them (RFC 3464 and RFC 5965).
 
-function deliveryReport(message: SinkMessage): string {
+function deliveryReport(message: ReportedMessage): string {
   const boundary = `dsn-${randomBytes(8).toString('hex')}`;
   const arrival = rfc5322Date(new Date(message.receivedAt));
   const groups = message.rcptTo
@@ -364,13 +534,13 @@ function deliveryReport(message: SinkMessage): string {
     'Content-Description: Message Headers',
     'Content-Type: text/rfc822-headers',
     '',
-    originalHeaders(message.raw),
+    message.headers,
     `--${boundary}--`,
     '',
   ].join('\r\n');
 }
 
-function feedbackReport(message: SinkMessage, rcpt: string, remoteAddress: string): string {
+function feedbackReport(message: ReportedMessage, rcpt: string, remoteAddress: string): string {
   const boundary = `arf-${randomBytes(8).toString('hex')}`;
   const arrival = rfc5322Date(new Date(message.receivedAt));
   const sourceIp = remoteAddress.replace(/^::ffff:/, '');
@@ -405,7 +575,7 @@ function feedbackReport(message: SinkMessage, rcpt: string, remoteAddress: strin
     `--${boundary}`,
     'Content-Type: text/rfc822-headers',
     '',
-    originalHeaders(message.raw),
+    message.headers,
     `--${boundary}--`,
     '',
   ].join('\r\n');
@@ -436,86 +606,181 @@ class SmtpReplyError extends Error {
   }
 }
 
-async function sendBySmtp(opts: {
-  host: string;
-  port: number;
-  to: string;
-  data: string;
-  timeoutMs: number;
-  signal: AbortSignal;
-}): Promise<string> {
-  const socket = net.connect({ host: opts.host, port: opts.port });
-  const replies: Array<{ code: number; text: string }> = [];
-  const waiting: Array<{ resolve: (r: { code: number; text: string }) => void; reject: (e: Error) => void }> = [];
-  let buffer = '';
-  let lines: string[] = [];
-  let failure: Error | undefined;
-  const fail = (error: Error): void => {
-    failure ??= error;
-    for (const w of waiting.splice(0)) w.reject(failure);
-    socket.destroy();
-  };
-  socket.setTimeout(opts.timeoutMs, () => fail(new Error(`no answer from ${opts.host}:${opts.port} within ${opts.timeoutMs} ms`)));
-  const onAbort = (): void => fail(new Error('smtp sink closing'));
-  opts.signal.addEventListener('abort', onAbort, { once: true });
-  socket.on('error', (error) => fail(error));
-  socket.on('close', () => fail(new Error('connection closed')));
-  socket.on('data', (chunk: Buffer) => {
-    buffer += chunk.toString('utf8');
+interface Reply {
+  code: number;
+  text: string;
+}
+
+const is2xx = (code: number): boolean => code >= 200 && code < 300;
+
+/**
+ * One SMTP connection to the report target, kept open and used for one report after another
+ * (MAIL FROM:<>, RCPT, DATA; pipelined when the listener offers PIPELINING). Nagle is off and each
+ * report body goes out in one write, so no step waits for a delayed ACK.
+ */
+class ReportConnection {
+  private readonly socket: net.Socket;
+  private readonly replies: Reply[] = [];
+  private readonly waiting: Array<{ resolve: (r: Reply) => void; reject: (e: Error) => void }> = [];
+  private buffer = '';
+  private lines: string[] = [];
+  private failure: Error | undefined;
+  private pipelining = false;
+  private closed = false;
+  private readonly onAbort = (): void => this.fail(new Error('smtp sink closing'));
+
+  private constructor(
+    host: string,
+    port: number,
+    private readonly timeoutMs: number,
+    private readonly signal: AbortSignal,
+  ) {
+    this.socket = net.connect({ host, port });
+    this.socket.setNoDelay(true);
+    signal.addEventListener('abort', this.onAbort, { once: true });
+    this.socket.on('error', (error) => this.fail(error));
+    this.socket.on('close', () => this.fail(new Error('connection closed')));
+    this.socket.on('data', (chunk: Buffer) => this.onData(chunk));
+    // Armed only while an exchange is under way (see step()).
+    this.socket.on('timeout', () => this.fail(new Error(`no answer from ${host}:${port} within ${timeoutMs} ms`)));
+  }
+
+  /** Connected and greeted (EHLO, else HELO), within the timeout. */
+  static async open(opts: { host: string; port: number; timeoutMs: number; signal: AbortSignal }): Promise<ReportConnection> {
+    const connection = new ReportConnection(opts.host, opts.port, opts.timeoutMs, opts.signal);
+    try {
+      if (opts.signal.aborted) throw new Error('smtp sink closing');
+      await connection.step(async () => {
+        await connection.expect('greeting', (c) => c === 220);
+        connection.command(`EHLO ${SINK_HOSTNAME}`);
+        const ehlo = await connection.next();
+        if (is2xx(ehlo.code)) {
+          connection.pipelining = /^\d{3}[ -]PIPELINING\b/im.test(ehlo.text);
+        } else {
+          connection.command(`HELO ${SINK_HOSTNAME}`);
+          await connection.expect('HELO', is2xx);
+        }
+      });
+      return connection;
+    } catch (error) {
+      connection.close();
+      throw error;
+    }
+  }
+
+  /** False once the connection failed or closed: open a new one. */
+  get usable(): boolean {
+    return this.failure === undefined && !this.closed;
+  }
+
+  /** True when the last failure was the connection's, not a refusal by the listener. */
+  get broken(): boolean {
+    return this.failure !== undefined;
+  }
+
+  /** Hands one report over; the listener's final reply, or a SmtpReplyError / connection error. */
+  async send(to: string, data: string): Promise<string> {
+    const body = data.replace(/\r?\n/g, '\r\n').replace(/^\./gm, '..');
+    const terminated = `${body}${body.endsWith('\r\n') ? '' : '\r\n'}.\r\n`;
+    return this.step(async () => {
+      if (this.pipelining) {
+        this.socket.write(`MAIL FROM:<>\r\nRCPT TO:<${to}>\r\nDATA\r\n`);
+        const mail = await this.next();
+        const rcpt = await this.next();
+        const dataReply = await this.next();
+        if (!is2xx(mail.code) || !is2xx(rcpt.code) || dataReply.code !== 354) {
+          // A listener that took DATA after all gets an empty message, then RSET ends the transaction.
+          if (dataReply.code === 354) {
+            this.socket.write('.\r\n');
+            await this.next();
+          }
+          await this.reset();
+          if (!is2xx(mail.code)) throw new SmtpReplyError(mail.code, mail.text, 'MAIL FROM');
+          if (!is2xx(rcpt.code)) throw new SmtpReplyError(rcpt.code, rcpt.text, 'RCPT TO');
+          throw new SmtpReplyError(dataReply.code, dataReply.text, 'DATA');
+        }
+      } else {
+        for (const [line, step, ok] of [
+          ['MAIL FROM:<>', 'MAIL FROM', is2xx],
+          [`RCPT TO:<${to}>`, 'RCPT TO', is2xx],
+          ['DATA', 'DATA', (c: number) => c === 354],
+        ] as const) {
+          this.command(line);
+          const reply = await this.next();
+          if (!ok(reply.code)) {
+            await this.reset();
+            throw new SmtpReplyError(reply.code, reply.text, step);
+          }
+        }
+      }
+      this.socket.write(terminated);
+      return this.expect('end of data', is2xx);
+    });
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.signal.removeEventListener('abort', this.onAbort);
+    if (this.failure === undefined) this.socket.end('QUIT\r\n');
+    else this.socket.end();
+    // Once QUIT is sent or something failed, the answer does not matter.
+    setTimeout(() => this.socket.destroy(), 1000).unref();
+  }
+
+  /** Runs one exchange under the deadline; an idle connection has none (the listener may close it). */
+  private async step<T>(run: () => Promise<T>): Promise<T> {
+    this.socket.setTimeout(this.timeoutMs);
+    try {
+      return await run();
+    } finally {
+      this.socket.setTimeout(0);
+    }
+  }
+
+  private async reset(): Promise<void> {
+    this.command('RSET');
+    await this.next();
+  }
+
+  private fail(error: Error): void {
+    this.failure ??= error;
+    for (const w of this.waiting.splice(0)) w.reject(this.failure);
+    this.socket.destroy();
+  }
+
+  private onData(chunk: Buffer): void {
+    this.buffer += chunk.toString('utf8');
     let nl: number;
-    while ((nl = buffer.indexOf('\n')) >= 0) {
-      const line = buffer.slice(0, nl).replace(/\r$/, '');
-      buffer = buffer.slice(nl + 1);
-      lines.push(line);
+    while ((nl = this.buffer.indexOf('\n')) >= 0) {
+      const line = this.buffer.slice(0, nl).replace(/\r$/, '');
+      this.buffer = this.buffer.slice(nl + 1);
+      this.lines.push(line);
       // The last line of a reply is `NNN text` or `NNN` (continuation lines are `NNN-text`).
       if (/^\d{3}(?: |$)/.test(line)) {
-        const reply = { code: Number(line.slice(0, 3)), text: lines.join('\n') };
-        lines = [];
-        const w = waiting.shift();
+        const reply = { code: Number(line.slice(0, 3)), text: this.lines.join('\n') };
+        this.lines = [];
+        const w = this.waiting.shift();
         if (w) w.resolve(reply);
-        else replies.push(reply);
+        else this.replies.push(reply);
       }
     }
-  });
-  const next = (): Promise<{ code: number; text: string }> => {
-    const queued = replies.shift();
+  }
+
+  private next(): Promise<Reply> {
+    const queued = this.replies.shift();
     if (queued) return Promise.resolve(queued);
-    if (failure) return Promise.reject(failure);
-    return new Promise((resolve, reject) => waiting.push({ resolve, reject }));
-  };
-  const expect = async (step: string, ok: (code: number) => boolean): Promise<string> => {
-    const reply = await next();
+    if (this.failure) return Promise.reject(this.failure);
+    return new Promise((resolve, reject) => this.waiting.push({ resolve, reject }));
+  }
+
+  private async expect(step: string, ok: (code: number) => boolean): Promise<string> {
+    const reply = await this.next();
     if (!ok(reply.code)) throw new SmtpReplyError(reply.code, reply.text, step);
     return reply.text;
-  };
-  const is2xx = (code: number): boolean => code >= 200 && code < 300;
-  const command = (line: string): void => void socket.write(`${line}\r\n`);
+  }
 
-  try {
-    if (opts.signal.aborted) throw new Error('smtp sink closing');
-    await expect('greeting', (c) => c === 220);
-    command(`EHLO ${SINK_HOSTNAME}`);
-    const ehlo = await next();
-    if (!is2xx(ehlo.code)) {
-      command(`HELO ${SINK_HOSTNAME}`);
-      await expect('HELO', is2xx);
-    }
-    command('MAIL FROM:<>');
-    await expect('MAIL FROM', is2xx);
-    command(`RCPT TO:<${opts.to}>`);
-    await expect('RCPT TO', is2xx);
-    command('DATA');
-    await expect('DATA', (c) => c === 354);
-    const body = opts.data.replace(/\r?\n/g, '\r\n').replace(/^\./gm, '..');
-    socket.write(`${body}${body.endsWith('\r\n') ? '' : '\r\n'}.\r\n`);
-    const final = await expect('end of data', is2xx);
-    command('QUIT');
-    return final;
-  } finally {
-    opts.signal.removeEventListener('abort', onAbort);
-    socket.end();
-    socket.setTimeout(0);
-    // Once QUIT is sent or something failed, the answer does not matter.
-    setTimeout(() => socket.destroy(), 1000).unref();
+  private command(line: string): void {
+    this.socket.write(`${line}\r\n`);
   }
 }
