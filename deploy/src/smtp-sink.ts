@@ -11,7 +11,7 @@ import {
 } from 'smtp-server';
 import { LOOPBACK } from './net.js';
 
-/** The sidecar `<id>.json` written next to each `<id>.eml`. */
+/** A message's envelope: the header line of its record in a log segment, or the `<id>.json` sidecar of an `<id>.eml`. */
 export interface SinkEnvelope {
   /** MAIL FROM address; '' for the null sender `<>` (bounces). */
   mailFrom: string;
@@ -21,12 +21,22 @@ export interface SinkEnvelope {
 }
 
 export interface SinkMessage extends SinkEnvelope {
-  /** `<timestamp>-<random>`: file names sort by arrival. */
+  /** `<ms timestamp>-<12 hex>`: ids sort by arrival. */
   id: string;
-  emlPath: string;
+  /** The file that holds the message: a log segment (`*.sinklog`), or its own `<id>.eml` (layout 'files'). */
+  file: string;
+  /** Where the message's bytes start in `file` (0 for an `.eml`). */
+  offset: number;
   /** The message exactly as the client sent it in DATA. */
   raw: Buffer;
 }
+
+/**
+ * How a sink stores messages. 'log' (the default): appended to log segments, one write per message
+ * and no file created per message, so the disk is not what limits the accept rate. 'files': each
+ * message as `<id>.eml` plus an `<id>.json` envelope (two files and a rename per message).
+ */
+export type SinkLayout = 'log' | 'files';
 
 /**
  * The local mailbox simulator: recipient local parts (`bounce`, `softbounce`,
@@ -73,6 +83,10 @@ export interface SmtpSinkOptions {
   host?: string;
   /** Where messages are stored (created if missing). */
   dir: string;
+  /** Default 'log'. Either way `listSinkMessages(dir)` / `createSinkReader(dir)` read the directory. */
+  layout?: SinkLayout;
+  /** A log segment is closed and the next one started past this size; default 64 MiB. */
+  segmentBytes?: number;
   /** The mailbox simulator; off unless given (`true` = on with the defaults and no report target). */
   simulator?: MailboxSimulatorOptions | boolean;
 }
@@ -88,7 +102,7 @@ export interface SmtpSink {
   onMessage(listener: (message: SinkMessage) => void): () => void;
   /** Called for each simulator decision and report outcome. */
   onSimulatorEvent(listener: (event: SimulatorEvent) => void): () => void;
-  /** Stops listening; reports not yet handed over are dropped. */
+  /** Stops listening and closes the log segment; reports not yet handed over are dropped. */
   close(): Promise<void>;
 }
 
@@ -97,8 +111,8 @@ const SINK_HOSTNAME = 'mailbox-simulator.mailfleet.local';
 type Rule = 'bounce' | 'softbounce' | 'complaint';
 
 /**
- * A local SMTP relay that accepts mail and keeps it: the raw message as
- * `<dir>/<id>.eml` and its envelope as `<dir>/<id>.json`. No TLS, AUTH optional
+ * A local SMTP relay that accepts mail and keeps it with its envelope in `dir`
+ * (see SinkLayout; read it with listSinkMessages). No TLS, AUTH optional
  * (any credentials pass). Every recipient is accepted unless the mailbox
  * simulator is on and the recipient's rule says otherwise.
  */
@@ -114,7 +128,7 @@ export async function createSmtpSink(opts: SmtpSinkOptions): Promise<SmtpSink> {
       : createMailboxSimulator(opts.simulator === true ? {} : opts.simulator, emit);
   const dir = path.resolve(opts.dir);
   await fsp.mkdir(dir, { recursive: true });
-  const store = createMessageStore(dir);
+  const store = (opts.layout ?? 'log') === 'files' ? createFileStore(dir) : createLogStore(dir, opts.segmentBytes ?? 64 * 1024 * 1024);
   const host = opts.host ?? LOOPBACK;
 
   const server = new SMTPServer({
@@ -146,7 +160,7 @@ export async function createSmtpSink(opts: SmtpSinkOptions): Promise<SmtpSink> {
         };
         let message: SinkMessage;
         try {
-          message = store(Buffer.concat(chunks), envelope);
+          message = store.put(Buffer.concat(chunks), envelope);
         } catch (error) {
           callback(error as Error);
           return;
@@ -180,6 +194,7 @@ export async function createSmtpSink(opts: SmtpSinkOptions): Promise<SmtpSink> {
   const address = server.server.address();
   if (address === null || typeof address === 'string') throw new Error('smtp sink: unexpected address');
   const urlHost = host === '0.0.0.0' ? LOOPBACK : host;
+  let closing: Promise<void> | undefined;
 
   return {
     url: `smtp://${urlHost}:${address.port}`,
@@ -194,61 +209,193 @@ export async function createSmtpSink(opts: SmtpSinkOptions): Promise<SmtpSink> {
       simulatorListeners.add(listener);
       return () => simulatorListeners.delete(listener);
     },
-    async close() {
-      simulator?.close();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+    close() {
+      closing ??= (async () => {
+        simulator?.close();
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+        store.close();
+      })();
+      return closing;
     },
   };
 }
 
-/**
- * Writes each message as `<id>.eml` plus its `<id>.json` sidecar, the sidecar last and atomically
- * (temp file, rename): readers list the `.json` files, so a message is seen only once complete.
- *
- * Synchronous on purpose: three small file writes and a rename cost less than handing each of them
- * to the thread pool and back, and the answer to DATA waits for them anyway. Once the calls return
- * the data is in the kernel's page cache, which survives a kill -9 of this process; there is no
- * fsync, as a sink is not a durable mail store.
- *
- * Ids are `<ms timestamp>-<12 hex>`: a random part per store (two sinks may share a directory, one
- * after the other) then a sequence number, so ids sort by arrival within a millisecond too.
- */
-function createMessageStore(dir: string): (raw: Buffer, envelope: SinkEnvelope) => SinkMessage {
+interface MessageStore {
+  /** Stores the message; once it returns the message survives a kill -9 of this process. */
+  put(raw: Buffer, envelope: SinkEnvelope): SinkMessage;
+  close(): void;
+}
+
+/** `<ms timestamp>-<12 hex>`: a random part per store (sinks may share a directory, one after the other), then a sequence number. */
+function createIds(): () => string {
   const instance = randomBytes(3).toString('hex');
   let seq = 0;
-  return (raw, envelope) => {
+  return () => {
     seq += 1;
-    const id = `${Date.now()}-${instance}${seq.toString(16).padStart(6, '0')}`;
-    const emlPath = path.join(dir, `${id}.eml`);
-    const jsonPath = path.join(dir, `${id}.json`);
-    fs.writeFileSync(emlPath, raw);
-    fs.writeFileSync(`${jsonPath}.tmp`, `${JSON.stringify(envelope, null, 2)}\n`);
-    fs.renameSync(`${jsonPath}.tmp`, jsonPath);
-    return { id, emlPath, raw, ...envelope };
+    return `${Date.now()}-${instance}${seq.toString(16).padStart(6, '0')}`;
   };
 }
 
+const SEGMENT_SUFFIX = '.sinklog';
+
 /**
- * Reads a sink directory (works across processes: the e2e tests read the
- * directory of the platform's sink). Oldest first.
+ * Layout 'log': messages appended to `<dir>/<ms timestamp>-<random>.sinklog` segments, each as one
+ * record: a line of JSON (the envelope, the id and `bytes`, the size of the message), then the
+ * message's bytes exactly as received, then `\n`. A record is written with one synchronous writev
+ * before the sender gets its 250: once that returns, the record is in the kernel's page cache, which
+ * survives a kill -9 of the sink (there is no fsync: a sink is not a durable mail store). A reader
+ * takes only whole records, so a record being written is seen on the next read.
+ *
+ * Why not a file per message: creating a file costs a journalled metadata update, which on this
+ * kind of disk costs more than everything else the sink does for a message.
  */
-export async function listSinkMessages(dir: string): Promise<SinkMessage[]> {
-  let names: string[];
+function createLogStore(dir: string, segmentBytes: number): MessageStore {
+  const nextId = createIds();
+  let fd: number | undefined;
+  let file = '';
+  let size = 0;
+  const closeSegment = (): void => {
+    if (fd !== undefined) fs.closeSync(fd);
+    fd = undefined;
+  };
+  return {
+    put(raw, envelope) {
+      const id = nextId();
+      if (fd === undefined || size >= segmentBytes) {
+        closeSegment();
+        file = path.join(dir, `${id}${SEGMENT_SUFFIX}`);
+        fd = fs.openSync(file, 'a');
+        size = 0;
+      }
+      const header = Buffer.from(`${JSON.stringify({ id, ...envelope, bytes: raw.length })}\n`);
+      const parts = [header, raw, NEWLINE];
+      const total = header.length + raw.length + 1;
+      let written = 0;
+      while (written < total) {
+        // A short write is rare (a full disk); finish the record or fail before the 250.
+        const n = fs.writevSync(fd, written === 0 ? parts : [Buffer.concat(parts).subarray(written)]);
+        written += n;
+      }
+      const offset = size + header.length;
+      size += total;
+      return { id, file, offset, raw, ...envelope };
+    },
+    close: closeSegment,
+  };
+}
+
+const NEWLINE = Buffer.from('\n');
+
+/**
+ * Layout 'files': each message as `<id>.eml` plus its `<id>.json` envelope, the `.json` last and
+ * atomically (temp file, rename), so a message is listed only once complete. Synchronous for the
+ * same reason as the log: the answer to DATA waits for the writes anyway.
+ */
+function createFileStore(dir: string): MessageStore {
+  const nextId = createIds();
+  return {
+    put(raw, envelope) {
+      const id = nextId();
+      const file = path.join(dir, `${id}.eml`);
+      const jsonPath = path.join(dir, `${id}.json`);
+      fs.writeFileSync(file, raw);
+      fs.writeFileSync(`${jsonPath}.tmp`, `${JSON.stringify(envelope, null, 2)}\n`);
+      fs.renameSync(`${jsonPath}.tmp`, jsonPath);
+      return { id, file, offset: 0, raw, ...envelope };
+    },
+    close: () => undefined,
+  };
+}
+
+export interface SinkReader {
+  /** The messages complete since the previous call (every one on the first), oldest first. */
+  read(): Promise<SinkMessage[]>;
+}
+
+/**
+ * Follows a sink directory, of either layout, from any process (the e2e tests and the bench read
+ * the platform's sink): each call returns only what is new, reading each segment from where the
+ * previous call stopped.
+ */
+export function createSinkReader(dir: string, opts: { withRaw?: boolean } = {}): SinkReader {
+  const withRaw = opts.withRaw ?? true;
+  /** segment -> bytes consumed (whole records). */
+  const consumed = new Map<string, number>();
+  /** `.json` sidecars already returned. */
+  const seen = new Set<string>();
+  return {
+    async read() {
+      let names: string[];
+      try {
+        names = await fsp.readdir(dir);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
+        throw error;
+      }
+      const fresh: SinkMessage[] = [];
+      for (const name of names.filter((n) => n.endsWith(SEGMENT_SUFFIX)).sort()) {
+        const file = path.join(dir, name);
+        const from = consumed.get(name) ?? 0;
+        const { records, end } = await readRecords(file, from, withRaw);
+        consumed.set(name, end);
+        fresh.push(...records);
+      }
+      for (const name of names.filter((n) => n.endsWith('.json') && !seen.has(n)).sort()) {
+        const id = name.slice(0, -'.json'.length);
+        const file = path.join(dir, `${id}.eml`);
+        const [meta, raw] = await Promise.all([fsp.readFile(path.join(dir, name), 'utf8'), withRaw ? fsp.readFile(file) : Buffer.alloc(0)]);
+        const envelope = JSON.parse(meta) as SinkEnvelope;
+        seen.add(name);
+        fresh.push({ id, file, offset: 0, raw, mailFrom: envelope.mailFrom, rcptTo: envelope.rcptTo, receivedAt: envelope.receivedAt });
+      }
+      return fresh.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    },
+  };
+}
+
+/** The whole records of a segment from byte `from` on, and where the last whole one ends. */
+async function readRecords(file: string, from: number, withRaw: boolean): Promise<{ records: SinkMessage[]; end: number }> {
+  let data: Buffer;
+  const handle = await fsp.open(file, 'r');
   try {
-    names = await fsp.readdir(dir);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
-    throw error;
+    const { size } = await handle.stat();
+    data = Buffer.alloc(Math.max(0, size - from));
+    let got = 0;
+    while (got < data.length) {
+      const { bytesRead } = await handle.read(data, got, data.length - got, from + got);
+      if (bytesRead === 0) break;
+      got += bytesRead;
+    }
+    data = data.subarray(0, got);
+  } finally {
+    await handle.close();
   }
-  const ids = names.filter((n) => n.endsWith('.json')).map((n) => n.slice(0, -'.json'.length)).sort();
-  const messages: SinkMessage[] = [];
-  for (const id of ids) {
-    const emlPath = path.join(dir, `${id}.eml`);
-    const [meta, raw] = await Promise.all([fsp.readFile(path.join(dir, `${id}.json`), 'utf8'), fsp.readFile(emlPath)]);
-    const envelope = JSON.parse(meta) as SinkEnvelope;
-    messages.push({ id, emlPath, raw, mailFrom: envelope.mailFrom, rcptTo: envelope.rcptTo, receivedAt: envelope.receivedAt });
+  const records: SinkMessage[] = [];
+  let pos = 0;
+  for (;;) {
+    const nl = data.indexOf(0x0a, pos);
+    if (nl < 0) break;
+    const header = JSON.parse(data.subarray(pos, nl).toString('utf8')) as SinkEnvelope & { id: string; bytes: number };
+    const start = nl + 1;
+    const stop = start + header.bytes;
+    if (stop + 1 > data.length) break;
+    records.push({
+      id: header.id,
+      file,
+      offset: from + start,
+      raw: withRaw ? Buffer.from(data.subarray(start, stop)) : Buffer.alloc(0),
+      mailFrom: header.mailFrom,
+      rcptTo: header.rcptTo,
+      receivedAt: header.receivedAt,
+    });
+    pos = stop + 1;
   }
-  return messages;
+  return { records, end: from + pos };
+}
+
+/** Every message in a sink directory (either layout), oldest first. */
+export async function listSinkMessages(dir: string): Promise<SinkMessage[]> {
+  return createSinkReader(dir).read();
 }
 
 /** `bounce@x`, `Bounce+42@x` -> 'bounce'; anything else -> undefined. */
