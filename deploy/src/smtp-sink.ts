@@ -323,34 +323,47 @@ export function createSinkReader(dir: string, opts: { withRaw?: boolean } = {}):
   const consumed = new Map<string, number>();
   /** `.json` sidecars already returned. */
   const seen = new Set<string>();
+  // Calls take turns: two reads at once would both return what is new.
+  let turn: Promise<unknown> = Promise.resolve();
   return {
-    async read() {
-      let names: string[];
-      try {
-        names = await fsp.readdir(dir);
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
-        throw error;
-      }
-      const fresh: SinkMessage[] = [];
-      for (const name of names.filter((n) => n.endsWith(SEGMENT_SUFFIX)).sort()) {
-        const file = path.join(dir, name);
-        const from = consumed.get(name) ?? 0;
-        const { records, end } = await readRecords(file, from, withRaw);
-        consumed.set(name, end);
-        fresh.push(...records);
-      }
-      for (const name of names.filter((n) => n.endsWith('.json') && !seen.has(n)).sort()) {
-        const id = name.slice(0, -'.json'.length);
-        const file = path.join(dir, `${id}.eml`);
-        const [meta, raw] = await Promise.all([fsp.readFile(path.join(dir, name), 'utf8'), withRaw ? fsp.readFile(file) : Buffer.alloc(0)]);
-        const envelope = JSON.parse(meta) as SinkEnvelope;
-        seen.add(name);
-        fresh.push({ id, file, offset: 0, raw, mailFrom: envelope.mailFrom, rcptTo: envelope.rcptTo, receivedAt: envelope.receivedAt });
-      }
-      return fresh.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    read() {
+      const result = turn.then(readNew, readNew);
+      turn = result.catch(() => undefined);
+      return result;
     },
   };
+
+  async function readNew(): Promise<SinkMessage[]> {
+    let names: string[];
+    try {
+      names = await fsp.readdir(dir);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw error;
+    }
+    const fresh: SinkMessage[] = [];
+    // Applied only once everything was read: a read that fails returns nothing and loses nothing.
+    const ends = new Map<string, number>();
+    const sidecars: string[] = [];
+    for (const name of names.filter((n) => n.endsWith(SEGMENT_SUFFIX)).sort()) {
+      const file = path.join(dir, name);
+      const from = consumed.get(name) ?? 0;
+      const { records, end } = await readRecords(file, from, withRaw);
+      ends.set(name, end);
+      fresh.push(...records);
+    }
+    for (const name of names.filter((n) => n.endsWith('.json') && !seen.has(n)).sort()) {
+      const id = name.slice(0, -'.json'.length);
+      const file = path.join(dir, `${id}.eml`);
+      const [meta, raw] = await Promise.all([fsp.readFile(path.join(dir, name), 'utf8'), withRaw ? fsp.readFile(file) : Buffer.alloc(0)]);
+      const envelope = JSON.parse(meta) as SinkEnvelope;
+      sidecars.push(name);
+      fresh.push({ id, file, offset: 0, raw, mailFrom: envelope.mailFrom, rcptTo: envelope.rcptTo, receivedAt: envelope.receivedAt });
+    }
+    for (const [name, end] of ends) consumed.set(name, end);
+    for (const name of sidecars) seen.add(name);
+    return fresh.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  }
 }
 
 /** The whole records of a segment from byte `from` on, and where the last whole one ends. */
