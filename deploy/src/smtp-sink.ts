@@ -255,8 +255,9 @@ function createLogStore(dir: string, segmentBytes: number): MessageStore {
   let file = '';
   let size = 0;
   const closeSegment = (): void => {
-    if (fd !== undefined) fs.closeSync(fd);
+    const open = fd;
     fd = undefined;
+    if (open !== undefined) fs.closeSync(open);
   };
   return {
     put(raw, envelope) {
@@ -271,10 +272,15 @@ function createLogStore(dir: string, segmentBytes: number): MessageStore {
       const parts = [header, raw, NEWLINE];
       const total = header.length + raw.length + 1;
       let written = 0;
-      while (written < total) {
-        // A short write is rare (a full disk); finish the record or fail before the 250.
-        const n = fs.writevSync(fd, written === 0 ? parts : [Buffer.concat(parts).subarray(written)]);
-        written += n;
+      try {
+        while (written < total) {
+          // A short write is rare (a full disk); finish the record or fail before the 250.
+          written += fs.writevSync(fd, written === 0 ? parts : [Buffer.concat(parts).subarray(written)]);
+        }
+      } catch (error) {
+        // The segment may now end in part of a record, which readers never get past: later records go to a new one.
+        closeSegment();
+        throw error;
       }
       const offset = size + header.length;
       size += total;

@@ -1,8 +1,10 @@
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import nodemailer from 'nodemailer';
+import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createSinkReader, createSmtpSink, findFreePort, listSinkMessages, type SmtpSink } from '@mailfleet/deploy';
 
@@ -122,6 +124,59 @@ describe('SMTP sink storage', () => {
     } finally {
       transport.close();
       await s.close();
+    }
+  });
+
+  it('kill -9 of the sink process loses no acknowledged message, and a new process appends after it', { timeout: 60_000 }, async () => {
+    const dir = await tempDir();
+    const main = fileURLToPath(new URL('../../../../deploy/dist/smtp-sink.main.js', import.meta.url));
+    const port = await findFreePort();
+    const start = async () => {
+      const child = spawn(process.execPath, [main], { env: { ...process.env, SMTP_SINK_PORT: String(port), SMTP_SINK_DIR: dir, MAILBOX_SIMULATOR: 'false' }, stdio: ['ignore', 'pipe', 'inherit'] });
+      await new Promise<void>((resolve, reject) => {
+        let out = '';
+        child.stdout.on('data', (c: Buffer) => {
+          out += c.toString();
+          if (out.includes('listening on')) resolve();
+        });
+        child.once('exit', (code) => reject(new Error(`sink exited ${code}`)));
+      });
+      child.stdout.resume();
+      return child;
+    };
+    const first = await start();
+    const acknowledged: string[] = [];
+    const transport = nodemailer.createTransport({ host: '127.0.0.1', port, secure: false, ignoreTLS: true, pool: true, maxConnections: 5 });
+    let i = 0;
+    const senders = Array.from({ length: 10 }, async () => {
+      for (;;) {
+        const to = `killed+${i++}@inbox.example.test`;
+        try {
+          await transport.sendMail({ envelope: { from: '', to: [to] }, raw: `Subject: ${to}\r\n\r\nx\r\n` });
+          acknowledged.push(to);
+        } catch {
+          return; // the sink is gone
+        }
+      }
+    });
+    await expect.poll(() => acknowledged.length, { timeout: 20_000 }).toBeGreaterThan(100);
+    const exited = new Promise((r) => first.once('exit', r));
+    first.kill('SIGKILL');
+    await exited;
+    await Promise.all(senders);
+    transport.close();
+
+    const second = await start();
+    try {
+      await burst(port, 10);
+      const stored = (await listSinkMessages(dir)).map((m) => m.rcptTo[0] as string);
+      const storedSet = new Set(stored);
+      expect(acknowledged.filter((to) => !storedSet.has(to))).toEqual([]);
+      expect(stored.length).toBe(storedSet.size);
+      expect(stored.filter((to) => to.startsWith('reader+'))).toHaveLength(10);
+      expect(fs.readdirSync(dir).filter((n) => n.endsWith('.sinklog'))).toHaveLength(2);
+    } finally {
+      second.kill('SIGKILL');
     }
   });
 });
