@@ -1,7 +1,6 @@
 // Small helpers for `npm run bench`: statistics, process memory, HTTP, the table.
 /* global fetch */
 import fs from 'node:fs';
-import fsp from 'node:fs/promises';
 import { execFile } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -117,13 +116,23 @@ export function runCli(repoRoot, args, env) {
   });
 }
 
-/** Number of complete messages in an SMTP sink directory (one .json per message, written last). */
+/** The sink's own reader (either storage layout), loaded when first needed: dist/ may be built after this module loads. */
+const sinkReader = async (dir) => (await import('../dist/smtp-sink.js')).createSinkReader(dir, { withRaw: false });
+const sinkCounters = new Map();
+
+/** Number of complete messages in an SMTP sink directory (read incrementally: each record once per directory). */
 export async function sinkCount(dir) {
-  try {
-    return (await fsp.readdir(dir)).filter((f) => f.endsWith('.json')).length;
-  } catch {
-    return 0;
+  let counter = sinkCounters.get(dir);
+  if (!counter) {
+    counter = { reader: await sinkReader(dir), count: 0 };
+    sinkCounters.set(dir, counter);
   }
+  try {
+    counter.count += (await counter.reader.read()).length;
+  } catch {
+    // not readable now: the next call reads it
+  }
+  return counter.count;
 }
 
 const fmt = (v, unit = '') => (v === null || v === undefined ? '—' : `${typeof v === 'number' ? v.toLocaleString('en-US', { maximumFractionDigits: 2 }) : v}${unit}`);
@@ -138,36 +147,26 @@ export function table(rows) {
 }
 
 /**
- * Follows an SMTP sink directory incrementally: each new `<id>.json` (written last, atomically) is read once.
+ * Follows an SMTP sink directory incrementally: each complete message is returned once.
  * `scan()` returns the messages new since the last scan as {rcptTo, mailFrom, receivedAtMs}.
- * `skipExisting()` marks what is there now as seen without reading it.
+ * `skipExisting()` marks what is there now as seen.
  */
 export function sinkWatcher(dir) {
-  const seen = new Set();
-  const list = async () => {
+  let reader;
+  const read = async () => {
+    reader ??= await sinkReader(dir);
     try {
-      return (await fsp.readdir(dir)).filter((f) => f.endsWith('.json'));
+      return await reader.read();
     } catch {
-      return [];
+      return []; // not readable now: the next scan reads it
     }
   };
   return {
     async skipExisting() {
-      for (const f of await list()) seen.add(f);
+      await read();
     },
     async scan() {
-      const fresh = [];
-      for (const f of await list()) {
-        if (seen.has(f)) continue;
-        try {
-          const env = JSON.parse(await fsp.readFile(`${dir}/${f}`, 'utf8'));
-          seen.add(f);
-          fresh.push({ rcptTo: env.rcptTo ?? [], mailFrom: env.mailFrom, receivedAtMs: Date.parse(env.receivedAt) });
-        } catch {
-          // not readable yet: next scan
-        }
-      }
-      return fresh;
+      return (await read()).map((m) => ({ rcptTo: m.rcptTo ?? [], mailFrom: m.mailFrom, receivedAtMs: Date.parse(m.receivedAt) }));
     },
   };
 }

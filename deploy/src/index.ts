@@ -4,6 +4,9 @@ export { startFerretDb, type FerretDbServer, type StartFerretDbOptions } from '.
 export {
   createSmtpSink,
   listSinkMessages,
+  createSinkReader,
+  type SinkReader,
+  type SinkLayout,
   type SmtpSink,
   type SmtpSinkOptions,
   type SinkMessage,

@@ -3,7 +3,9 @@
 //   SMTP_SINK_DIR (default <MAILFLEET_DATA_DIR or repo/.data>/mail),
 //   MAILBOX_SIMULATOR (default true; false/0/no/off turns it off),
 //   SIMULATOR_REPORT_TARGET (host:port of the inbound SMTP listener that gets the reports; none: no reports),
-//   SIMULATOR_SOFTBOUNCE_WINDOW_MS (default 600000).
+//   SIMULATOR_SOFTBOUNCE_WINDOW_MS (default 600000),
+//   SMTP_SINK_LOG_EACH (default false; true: one line per stored message and per report sent, instead
+//   of one summary line a second while mail flows).
 import path from 'node:path';
 import { defaultDataDir } from './paths.js';
 import { createSmtpSink, parseHostPort, type MailboxSimulatorOptions } from './smtp-sink.js';
@@ -42,13 +44,32 @@ const sink = await createSmtpSink({
   dir,
   ...(simulatorOn ? { simulator } : {}),
 });
+// At full speed a line per message would cost more than storing it (and flood the platform's log),
+// so stored messages and sent reports are counted into a line a second; refusals and failures keep
+// a line each.
+const logEach = /^(true|1|yes|on)$/i.test((process.env['SMTP_SINK_LOG_EACH'] ?? '').trim());
+const counts = { stored: 0, bytes: 0, reportsSent: 0, lastId: '' };
+const flush = (): void => {
+  if (counts.stored === 0 && counts.reportsSent === 0) return;
+  line({ msg: 'messages stored', stored: counts.stored, bytes: counts.bytes, reportsSent: counts.reportsSent, lastId: counts.lastId });
+  Object.assign(counts, { stored: 0, bytes: 0, reportsSent: 0, lastId: '' });
+};
+const summary = logEach ? undefined : setInterval(flush, 1000);
+summary?.unref();
 sink.onMessage((m) => {
-  line({ msg: 'message stored', id: m.id, mailFrom: m.mailFrom, rcptTo: m.rcptTo, bytes: m.raw.length });
+  if (logEach) {
+    line({ msg: 'message stored', id: m.id, mailFrom: m.mailFrom, rcptTo: m.rcptTo, bytes: m.raw.length });
+    return;
+  }
+  counts.stored += 1;
+  counts.bytes += m.raw.length;
+  counts.lastId = m.id;
 });
 sink.onSimulatorEvent((event) => {
   if (event.type === 'recipient-refused') line({ msg: `mailbox simulator: ${event.rule} recipient refused`, ...event });
-  else if (event.type === 'report-sent') line({ msg: `mailbox simulator: ${event.kind} report sent`, ...event });
-  else line({ msg: `mailbox simulator: ${event.kind} report not delivered`, level: 'warn', ...event });
+  else if (event.type === 'report-failed') line({ msg: `mailbox simulator: ${event.kind} report not delivered`, level: 'warn', ...event });
+  else if (logEach) line({ msg: `mailbox simulator: ${event.kind} report sent`, ...event });
+  else counts.reportsSent += 1;
 });
 // The parent waits for this line.
 process.stdout.write(`smtp sink listening on ${sink.url} (storing in ${sink.dir})\n`);
@@ -62,6 +83,8 @@ let closing = false;
 const shutdown = (): void => {
   if (closing) return;
   closing = true;
+  if (summary) clearInterval(summary);
+  flush();
   sink.close().then(
     () => process.exit(0),
     () => process.exit(1),

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import {
   SMTPServer,
   type SMTPServerAddress,
@@ -11,7 +11,7 @@ import {
 } from 'smtp-server';
 import { LOOPBACK } from './net.js';
 
-/** The sidecar `<id>.json` written next to each `<id>.eml`. */
+/** A message's envelope: the header line of its record in a log segment, or the `<id>.json` sidecar of an `<id>.eml`. */
 export interface SinkEnvelope {
   /** MAIL FROM address; '' for the null sender `<>` (bounces). */
   mailFrom: string;
@@ -21,12 +21,22 @@ export interface SinkEnvelope {
 }
 
 export interface SinkMessage extends SinkEnvelope {
-  /** `<timestamp>-<random>`: file names sort by arrival. */
+  /** `<ms timestamp>-<12 hex>`: ids sort by arrival. */
   id: string;
-  emlPath: string;
+  /** The file that holds the message: a log segment (`*.sinklog`), or its own `<id>.eml` (layout 'files'). */
+  file: string;
+  /** Where the message's bytes start in `file` (0 for an `.eml`). */
+  offset: number;
   /** The message exactly as the client sent it in DATA. */
   raw: Buffer;
 }
+
+/**
+ * How a sink stores messages. 'log' (the default): appended to log segments, one write per message
+ * and no file created per message, so the disk is not what limits the accept rate. 'files': each
+ * message as `<id>.eml` plus an `<id>.json` envelope (two files and a rename per message).
+ */
+export type SinkLayout = 'log' | 'files';
 
 /**
  * The local mailbox simulator: recipient local parts (`bounce`, `softbounce`,
@@ -50,6 +60,14 @@ export interface MailboxSimulatorOptions {
   softBounceWindowMs?: number;
   /** Deadline of one attempt to hand a report over; default 10 s. */
   reportTimeoutMs?: number;
+  /** SMTP connections to the report target, each kept open and reused report after report; default 4. */
+  reportConnections?: number;
+  /**
+   * Accepted messages whose reports are not yet handed over (or given up). At this many, the sink
+   * holds back its answer to the next DATA until one is done: memory stays bounded and the sender
+   * slows to what the report target takes. Default 20,000.
+   */
+  maxPendingReports?: number;
 }
 
 /** What the simulator did, for logs and tests. */
@@ -65,6 +83,10 @@ export interface SmtpSinkOptions {
   host?: string;
   /** Where messages are stored (created if missing). */
   dir: string;
+  /** Default 'log'. Either way `listSinkMessages(dir)` / `createSinkReader(dir)` read the directory. */
+  layout?: SinkLayout;
+  /** A log segment is closed and the next one started past this size; default 64 MiB. */
+  segmentBytes?: number;
   /** The mailbox simulator; off unless given (`true` = on with the defaults and no report target). */
   simulator?: MailboxSimulatorOptions | boolean;
 }
@@ -80,7 +102,7 @@ export interface SmtpSink {
   onMessage(listener: (message: SinkMessage) => void): () => void;
   /** Called for each simulator decision and report outcome. */
   onSimulatorEvent(listener: (event: SimulatorEvent) => void): () => void;
-  /** Stops listening; reports not yet handed over are dropped. */
+  /** Stops listening and closes the log segment; reports not yet handed over are dropped. */
   close(): Promise<void>;
 }
 
@@ -89,8 +111,8 @@ const SINK_HOSTNAME = 'mailbox-simulator.mailfleet.local';
 type Rule = 'bounce' | 'softbounce' | 'complaint';
 
 /**
- * A local SMTP relay that accepts mail and keeps it: the raw message as
- * `<dir>/<id>.eml` and its envelope as `<dir>/<id>.json`. No TLS, AUTH optional
+ * A local SMTP relay that accepts mail and keeps it with its envelope in `dir`
+ * (see SinkLayout; read it with listSinkMessages). No TLS, AUTH optional
  * (any credentials pass). Every recipient is accepted unless the mailbox
  * simulator is on and the recipient's rule says otherwise.
  */
@@ -106,6 +128,7 @@ export async function createSmtpSink(opts: SmtpSinkOptions): Promise<SmtpSink> {
       : createMailboxSimulator(opts.simulator === true ? {} : opts.simulator, emit);
   const dir = path.resolve(opts.dir);
   await fsp.mkdir(dir, { recursive: true });
+  const store = (opts.layout ?? 'log') === 'files' ? createFileStore(dir) : createLogStore(dir, opts.segmentBytes ?? 64 * 1024 * 1024);
   const host = opts.host ?? LOOPBACK;
 
   const server = new SMTPServer({
@@ -130,20 +153,30 @@ export async function createSmtpSink(opts: SmtpSinkOptions): Promise<SmtpSink> {
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
       stream.once('error', (error) => callback(error));
       stream.once('end', () => {
-        const raw = Buffer.concat(chunks);
         const envelope: SinkEnvelope = {
           mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
           rcptTo: session.envelope.rcptTo.map((r) => r.address),
           receivedAt: new Date().toISOString(),
         };
-        storeMessage(dir, raw, envelope).then(
-          (message) => {
-            for (const listener of listeners) listener(message);
-            simulator?.accepted(message, session.remoteAddress);
-            callback(null, `2.0.0 Ok: queued as ${message.id}`);
-          },
-          (error: Error) => callback(error),
-        );
+        let message: SinkMessage;
+        try {
+          message = store.put(Buffer.concat(chunks), envelope);
+        } catch (error) {
+          callback(error as Error);
+          return;
+        }
+        for (const listener of listeners) {
+          try {
+            listener(message);
+          } catch {
+            // A listener's failure is its own; the message is stored.
+          }
+        }
+        const reply = `2.0.0 Ok: queued as ${message.id}`;
+        // Only when the simulator's report queue is full does the answer wait (for room in it).
+        const full = simulator?.accepted(message, session.remoteAddress);
+        if (full) void full.then(() => callback(null, reply));
+        else callback(null, reply);
       });
     },
   });
@@ -161,6 +194,7 @@ export async function createSmtpSink(opts: SmtpSinkOptions): Promise<SmtpSink> {
   const address = server.server.address();
   if (address === null || typeof address === 'string') throw new Error('smtp sink: unexpected address');
   const urlHost = host === '0.0.0.0' ? LOOPBACK : host;
+  let closing: Promise<void> | undefined;
 
   return {
     url: `smtp://${urlHost}:${address.port}`,
@@ -175,46 +209,212 @@ export async function createSmtpSink(opts: SmtpSinkOptions): Promise<SmtpSink> {
       simulatorListeners.add(listener);
       return () => simulatorListeners.delete(listener);
     },
-    async close() {
-      simulator?.close();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+    close() {
+      closing ??= (async () => {
+        simulator?.close();
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+        store.close();
+      })();
+      return closing;
     },
   };
 }
 
-async function storeMessage(dir: string, raw: Buffer, envelope: SinkEnvelope): Promise<SinkMessage> {
-  const id = `${Date.now()}-${randomBytes(6).toString('hex')}`;
-  const emlPath = path.join(dir, `${id}.eml`);
-  const jsonPath = path.join(dir, `${id}.json`);
-  // The .json sidecar appears last (and atomically): a message is listed only once complete.
-  await fsp.writeFile(`${emlPath}.tmp`, raw);
-  await fsp.rename(`${emlPath}.tmp`, emlPath);
-  await fsp.writeFile(`${jsonPath}.tmp`, `${JSON.stringify(envelope, null, 2)}\n`);
-  await fsp.rename(`${jsonPath}.tmp`, jsonPath);
-  return { id, emlPath, raw, ...envelope };
+interface MessageStore {
+  /** Stores the message; once it returns the message survives a kill -9 of this process. */
+  put(raw: Buffer, envelope: SinkEnvelope): SinkMessage;
+  close(): void;
+}
+
+/** `<ms timestamp>-<12 hex>`: a random part per store (sinks may share a directory, one after the other), then a sequence number. */
+function createIds(): () => string {
+  const instance = randomBytes(3).toString('hex');
+  let seq = 0;
+  return () => {
+    seq += 1;
+    return `${Date.now()}-${instance}${seq.toString(16).padStart(6, '0')}`;
+  };
+}
+
+const SEGMENT_SUFFIX = '.sinklog';
+
+/**
+ * Layout 'log': messages appended to `<dir>/<ms timestamp>-<random>.sinklog` segments, each as one
+ * record: a line of JSON (the envelope, the id and `bytes`, the size of the message), then the
+ * message's bytes exactly as received, then `\n`. A record is written with one synchronous writev
+ * before the sender gets its 250: once that returns, the record is in the kernel's page cache, which
+ * survives a kill -9 of the sink (there is no fsync: a sink is not a durable mail store). A reader
+ * takes only whole records, so a record being written is seen on the next read.
+ *
+ * Why not a file per message: creating a file costs a journalled metadata update, which on this
+ * kind of disk costs more than everything else the sink does for a message.
+ */
+function createLogStore(dir: string, segmentBytes: number): MessageStore {
+  const nextId = createIds();
+  let fd: number | undefined;
+  let file = '';
+  let size = 0;
+  const closeSegment = (): void => {
+    const open = fd;
+    fd = undefined;
+    if (open !== undefined) fs.closeSync(open);
+  };
+  return {
+    put(raw, envelope) {
+      const id = nextId();
+      if (fd === undefined || size >= segmentBytes) {
+        closeSegment();
+        file = path.join(dir, `${id}${SEGMENT_SUFFIX}`);
+        fd = fs.openSync(file, 'a');
+        size = 0;
+      }
+      const header = Buffer.from(`${JSON.stringify({ id, ...envelope, bytes: raw.length })}\n`);
+      const parts = [header, raw, NEWLINE];
+      const total = header.length + raw.length + 1;
+      let written = 0;
+      try {
+        while (written < total) {
+          // A short write is rare (a full disk); finish the record or fail before the 250.
+          written += fs.writevSync(fd, written === 0 ? parts : [Buffer.concat(parts).subarray(written)]);
+        }
+      } catch (error) {
+        // The segment may now end in part of a record, which readers never get past: later records go to a new one.
+        closeSegment();
+        throw error;
+      }
+      const offset = size + header.length;
+      size += total;
+      return { id, file, offset, raw, ...envelope };
+    },
+    close: closeSegment,
+  };
+}
+
+const NEWLINE = Buffer.from('\n');
+
+/**
+ * Layout 'files': each message as `<id>.eml` plus its `<id>.json` envelope, the `.json` last and
+ * atomically (temp file, rename), so a message is listed only once complete. Synchronous for the
+ * same reason as the log: the answer to DATA waits for the writes anyway.
+ */
+function createFileStore(dir: string): MessageStore {
+  const nextId = createIds();
+  return {
+    put(raw, envelope) {
+      const id = nextId();
+      const file = path.join(dir, `${id}.eml`);
+      const jsonPath = path.join(dir, `${id}.json`);
+      fs.writeFileSync(file, raw);
+      fs.writeFileSync(`${jsonPath}.tmp`, `${JSON.stringify(envelope, null, 2)}\n`);
+      fs.renameSync(`${jsonPath}.tmp`, jsonPath);
+      return { id, file, offset: 0, raw, ...envelope };
+    },
+    close: () => undefined,
+  };
+}
+
+export interface SinkReader {
+  /** The messages complete since the previous call (every one on the first), oldest first. */
+  read(): Promise<SinkMessage[]>;
 }
 
 /**
- * Reads a sink directory (works across processes: the e2e tests read the
- * directory of the platform's sink). Oldest first.
+ * Follows a sink directory, of either layout, from any process (the e2e tests and the bench read
+ * the platform's sink): each call returns only what is new, reading each segment from where the
+ * previous call stopped.
  */
-export async function listSinkMessages(dir: string): Promise<SinkMessage[]> {
-  let names: string[];
+export function createSinkReader(dir: string, opts: { withRaw?: boolean } = {}): SinkReader {
+  const withRaw = opts.withRaw ?? true;
+  /** segment -> bytes consumed (whole records). */
+  const consumed = new Map<string, number>();
+  /** `.json` sidecars already returned. */
+  const seen = new Set<string>();
+  // Calls take turns: two reads at once would both return what is new.
+  let turn: Promise<unknown> = Promise.resolve();
+  return {
+    read() {
+      const result = turn.then(readNew, readNew);
+      turn = result.catch(() => undefined);
+      return result;
+    },
+  };
+
+  async function readNew(): Promise<SinkMessage[]> {
+    let names: string[];
+    try {
+      names = await fsp.readdir(dir);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw error;
+    }
+    const fresh: SinkMessage[] = [];
+    // Applied only once everything was read: a read that fails returns nothing and loses nothing.
+    const ends = new Map<string, number>();
+    const sidecars: string[] = [];
+    for (const name of names.filter((n) => n.endsWith(SEGMENT_SUFFIX)).sort()) {
+      const file = path.join(dir, name);
+      const from = consumed.get(name) ?? 0;
+      const { records, end } = await readRecords(file, from, withRaw);
+      ends.set(name, end);
+      fresh.push(...records);
+    }
+    for (const name of names.filter((n) => n.endsWith('.json') && !seen.has(n)).sort()) {
+      const id = name.slice(0, -'.json'.length);
+      const file = path.join(dir, `${id}.eml`);
+      const [meta, raw] = await Promise.all([fsp.readFile(path.join(dir, name), 'utf8'), withRaw ? fsp.readFile(file) : Buffer.alloc(0)]);
+      const envelope = JSON.parse(meta) as SinkEnvelope;
+      sidecars.push(name);
+      fresh.push({ id, file, offset: 0, raw, mailFrom: envelope.mailFrom, rcptTo: envelope.rcptTo, receivedAt: envelope.receivedAt });
+    }
+    for (const [name, end] of ends) consumed.set(name, end);
+    for (const name of sidecars) seen.add(name);
+    return fresh.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  }
+}
+
+/** The whole records of a segment from byte `from` on, and where the last whole one ends. */
+async function readRecords(file: string, from: number, withRaw: boolean): Promise<{ records: SinkMessage[]; end: number }> {
+  let data: Buffer;
+  const handle = await fsp.open(file, 'r');
   try {
-    names = await fsp.readdir(dir);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
-    throw error;
+    const { size } = await handle.stat();
+    data = Buffer.alloc(Math.max(0, size - from));
+    let got = 0;
+    while (got < data.length) {
+      const { bytesRead } = await handle.read(data, got, data.length - got, from + got);
+      if (bytesRead === 0) break;
+      got += bytesRead;
+    }
+    data = data.subarray(0, got);
+  } finally {
+    await handle.close();
   }
-  const ids = names.filter((n) => n.endsWith('.json')).map((n) => n.slice(0, -'.json'.length)).sort();
-  const messages: SinkMessage[] = [];
-  for (const id of ids) {
-    const emlPath = path.join(dir, `${id}.eml`);
-    const [meta, raw] = await Promise.all([fsp.readFile(path.join(dir, `${id}.json`), 'utf8'), fsp.readFile(emlPath)]);
-    const envelope = JSON.parse(meta) as SinkEnvelope;
-    messages.push({ id, emlPath, raw, mailFrom: envelope.mailFrom, rcptTo: envelope.rcptTo, receivedAt: envelope.receivedAt });
+  const records: SinkMessage[] = [];
+  let pos = 0;
+  for (;;) {
+    const nl = data.indexOf(0x0a, pos);
+    if (nl < 0) break;
+    const header = JSON.parse(data.subarray(pos, nl).toString('utf8')) as SinkEnvelope & { id: string; bytes: number };
+    const start = nl + 1;
+    const stop = start + header.bytes;
+    if (stop + 1 > data.length) break;
+    records.push({
+      id: header.id,
+      file,
+      offset: from + start,
+      raw: withRaw ? Buffer.from(data.subarray(start, stop)) : Buffer.alloc(0),
+      mailFrom: header.mailFrom,
+      rcptTo: header.rcptTo,
+      receivedAt: header.receivedAt,
+    });
+    pos = stop + 1;
   }
-  return messages;
+  return { records, end: from + pos };
+}
+
+/** Every message in a sink directory (either layout), oldest first. */
+export async function listSinkMessages(dir: string): Promise<SinkMessage[]> {
+  return createSinkReader(dir).read();
 }
 
 /** `bounce@x`, `Bounce+42@x` -> 'bounce'; anything else -> undefined. */
@@ -236,8 +436,39 @@ export function parseHostPort(value: string): { host: string; port: number } {
 interface MailboxSimulator {
   /** null to accept, or the SMTP error to refuse the recipient with. */
   checkRecipient(address: SMTPServerAddress, session: SMTPServerSession): Error | null;
-  accepted(message: SinkMessage, remoteAddress: string): void;
+  /**
+   * Queues the message's reports. Returns a promise only when the queue is full: the answer to the
+   * sender should wait for it.
+   */
+  accepted(message: SinkMessage, remoteAddress: string): Promise<void> | undefined;
   close(): void;
+}
+
+/** What a report needs of the original message (not the whole message: the queue stays small). */
+interface ReportedMessage {
+  mailFrom: string;
+  rcptTo: string[];
+  receivedAt: string;
+  /** The original header section, CRLF line ends. */
+  headers: string;
+}
+
+interface PendingReport {
+  kind: 'dsn' | 'arf';
+  recipients: string[];
+  build: () => string;
+  /** Built at the first attempt, then kept for the retries. */
+  data?: string;
+  attempts: number;
+}
+
+/** The reports of one accepted message, sent in order (the DSN before any complaint) to its sender. */
+interface ReportJob {
+  dueAt: number;
+  to: string;
+  reports: PendingReport[];
+  /** Index of the first report not yet sent or given up. */
+  next: number;
 }
 
 function createMailboxSimulator(opts: MailboxSimulatorOptions, emit: (event: SimulatorEvent) => void): MailboxSimulator {
@@ -246,32 +477,123 @@ function createMailboxSimulator(opts: MailboxSimulatorOptions, emit: (event: Sim
   const retryDelays = opts.reportRetryDelaysMs ?? [500, 2000, 5000];
   const softBounceWindowMs = opts.softBounceWindowMs ?? 10 * 60_000;
   const reportTimeoutMs = opts.reportTimeoutMs ?? 10_000;
+  const connections = Math.max(1, opts.reportConnections ?? 4);
+  const maxPending = Math.max(1, opts.maxPendingReports ?? 20_000);
   /** (sender, recipient) -> when its first attempt was deferred. */
   const deferred = new Map<string, number>();
   const abort = new AbortController();
 
   const refuse = (code: number, text: string): Error => Object.assign(new Error(text), { responseCode: code });
 
-  const deliver = async (kind: 'dsn' | 'arf', to: string, recipients: string[], data: string): Promise<void> => {
-    if (!target) return;
-    let attempts = 0;
-    for (;;) {
-      attempts += 1;
+  // The queue: jobs in acceptance order (so in due order: every job waits the same reportDelayMs),
+  // and jobs whose retry wait is over, which go first.
+  let queue: Array<ReportJob | undefined> = [];
+  let head = 0;
+  const retries: ReportJob[] = [];
+  const timers = new Set<NodeJS.Timeout>();
+  let wake: NodeJS.Timeout | undefined;
+  /** Jobs accepted and not finished (queued, in flight, or waiting for a retry). */
+  let pending = 0;
+  const waitingForRoom: Array<() => void> = [];
+  /** One slot per connection: the connection (kept open between reports) and whether it is busy. */
+  const slots: Array<ReportConnection | undefined> = Array.from({ length: connections }, () => undefined);
+  const idle = slots.map((_, i) => i);
+
+  const takeDue = (): ReportJob | undefined => {
+    const retry = retries.shift();
+    if (retry) return retry;
+    const job = queue[head];
+    if (!job) return undefined;
+    const wait = job.dueAt - Date.now();
+    if (wait > 0) {
+      wake ??= setTimeout(() => {
+        wake = undefined;
+        pump();
+      }, wait);
+      return undefined;
+    }
+    queue[head] = undefined;
+    head += 1;
+    if (head === queue.length) {
+      queue = [];
+      head = 0;
+    } else if (head >= 4096 && head * 2 >= queue.length) {
+      queue = queue.slice(head);
+      head = 0;
+    }
+    return job;
+  };
+
+  const finished = (): void => {
+    pending -= 1;
+    while (pending <= maxPending && waitingForRoom.length > 0) waitingForRoom.shift()?.();
+  };
+
+  /** Sends on the slot's connection; a reused one the listener has dropped meanwhile is replaced once. */
+  const sendOn = async (slot: number, to: string, data: string): Promise<string> => {
+    if (!target) throw new Error('no report target');
+    let connection = slots[slot];
+    const reused = connection !== undefined && connection.usable;
+    if (!connection || !reused) {
+      connection?.close();
+      connection = await ReportConnection.open({ ...target, timeoutMs: reportTimeoutMs, signal: abort.signal });
+      slots[slot] = connection;
+    }
+    try {
+      return await connection.send(to, data);
+    } catch (error) {
+      if (!reused || !connection.broken || abort.signal.aborted) throw error;
+      connection.close();
+      connection = await ReportConnection.open({ ...target, timeoutMs: reportTimeoutMs, signal: abort.signal });
+      slots[slot] = connection;
+      return await connection.send(to, data);
+    }
+  };
+
+  /** Sends the job's remaining reports; false when it waits for a retry. */
+  const runJob = async (slot: number, job: ReportJob): Promise<boolean> => {
+    for (; job.next < job.reports.length; job.next += 1) {
+      const report = job.reports[job.next] as PendingReport;
+      if (abort.signal.aborted) return true;
+      report.attempts += 1;
+      const { kind, recipients, attempts } = report;
       try {
-        const reply = await sendBySmtp({ ...target, to, data, timeoutMs: reportTimeoutMs, signal: abort.signal });
-        emit({ type: 'report-sent', kind, to, recipients, attempts, reply });
-        return;
+        const reply = await sendOn(slot, job.to, (report.data ??= report.build()));
+        emit({ type: 'report-sent', kind, to: job.to, recipients, attempts, reply });
       } catch (error) {
         const permanent = error instanceof SmtpReplyError && error.code >= 500;
         const wait = retryDelays[attempts - 1];
         if (abort.signal.aborted || permanent || wait === undefined) {
-          emit({ type: 'report-failed', kind, to, recipients, attempts, error: (error as Error).message });
-          return;
+          emit({ type: 'report-failed', kind, to: job.to, recipients, attempts, error: (error as Error).message });
+          continue;
         }
-        await sleep(wait, undefined, { signal: abort.signal }).catch(() => undefined);
+        const timer = setTimeout(() => {
+          timers.delete(timer);
+          retries.push(job);
+          pump();
+        }, wait);
+        timers.add(timer);
+        return false;
       }
     }
+    return true;
   };
+
+  const work = async (slot: number, first: ReportJob): Promise<void> => {
+    for (let job: ReportJob | undefined = first; job && !abort.signal.aborted; job = takeDue()) {
+      if (await runJob(slot, job)) finished();
+    }
+    idle.push(slot);
+  };
+
+  function pump(): void {
+    while (!abort.signal.aborted && idle.length > 0) {
+      const job = takeDue();
+      if (!job) return;
+      const slot = idle.pop() as number;
+      void work(slot, job);
+    }
+  }
 
   return {
     checkRecipient(address, session) {
@@ -299,20 +621,34 @@ function createMailboxSimulator(opts: MailboxSimulatorOptions, emit: (event: Sim
 
     accepted(message, remoteAddress) {
       // Never answer a report with a report, and never without a place to send it to.
-      if (!target || message.mailFrom === '' || message.rcptTo.length === 0) return;
-      const complaints = message.rcptTo.filter((r) => simulatorRule(r) === 'complaint');
-      void (async () => {
-        await sleep(reportDelayMs, undefined, { signal: abort.signal });
-        // Every accepted recipient had the message delivered (complaint ones too: one complains about mail it got).
-        await deliver('dsn', message.mailFrom, message.rcptTo, deliveryReport(message));
-        for (const rcpt of complaints) {
-          await deliver('arf', message.mailFrom, [rcpt], feedbackReport(message, rcpt, remoteAddress));
-        }
-      })().catch(() => undefined);
+      if (!target || abort.signal.aborted || message.mailFrom === '' || message.rcptTo.length === 0) return undefined;
+      const reported: ReportedMessage = {
+        mailFrom: message.mailFrom,
+        rcptTo: message.rcptTo,
+        receivedAt: message.receivedAt,
+        headers: originalHeaders(message.raw),
+      };
+      // Every accepted recipient had the message delivered (complaint ones too: one complains about mail it got).
+      const reports: PendingReport[] = [
+        { kind: 'dsn', recipients: message.rcptTo, build: () => deliveryReport(reported), attempts: 0 },
+        ...message.rcptTo
+          .filter((r) => simulatorRule(r) === 'complaint')
+          .map((rcpt): PendingReport => ({ kind: 'arf', recipients: [rcpt], build: () => feedbackReport(reported, rcpt, remoteAddress), attempts: 0 })),
+      ];
+      queue.push({ dueAt: Date.now() + reportDelayMs, to: message.mailFrom, reports, next: 0 });
+      pending += 1;
+      pump();
+      return pending > maxPending ? new Promise<void>((resolve) => waitingForRoom.push(resolve)) : undefined;
     },
 
     close() {
       abort.abort();
+      if (wake) clearTimeout(wake);
+      for (const timer of timers) clearTimeout(timer);
+      timers.clear();
+      for (const connection of slots) connection?.close();
+      // Whoever waits for room gets an answer: their messages are stored.
+      for (const resolve of waitingForRoom.splice(0)) resolve();
     },
   };
 }
@@ -320,7 +656,7 @@ function createMailboxSimulator(opts: MailboxSimulatorOptions, emit: (event: Sim
 // ---------------------------------------------------------------------------
 // The reports, as a receiving MTA writes them (RFC 3464 and RFC 5965).
 
-function deliveryReport(message: SinkMessage): string {
+function deliveryReport(message: ReportedMessage): string {
   const boundary = `dsn-${randomBytes(8).toString('hex')}`;
   const arrival = rfc5322Date(new Date(message.receivedAt));
   const groups = message.rcptTo
@@ -364,13 +700,13 @@ function deliveryReport(message: SinkMessage): string {
     'Content-Description: Message Headers',
     'Content-Type: text/rfc822-headers',
     '',
-    originalHeaders(message.raw),
+    message.headers,
     `--${boundary}--`,
     '',
   ].join('\r\n');
 }
 
-function feedbackReport(message: SinkMessage, rcpt: string, remoteAddress: string): string {
+function feedbackReport(message: ReportedMessage, rcpt: string, remoteAddress: string): string {
   const boundary = `arf-${randomBytes(8).toString('hex')}`;
   const arrival = rfc5322Date(new Date(message.receivedAt));
   const sourceIp = remoteAddress.replace(/^::ffff:/, '');
@@ -405,7 +741,7 @@ function feedbackReport(message: SinkMessage, rcpt: string, remoteAddress: strin
     `--${boundary}`,
     'Content-Type: text/rfc822-headers',
     '',
-    originalHeaders(message.raw),
+    message.headers,
     `--${boundary}--`,
     '',
   ].join('\r\n');
@@ -436,86 +772,181 @@ class SmtpReplyError extends Error {
   }
 }
 
-async function sendBySmtp(opts: {
-  host: string;
-  port: number;
-  to: string;
-  data: string;
-  timeoutMs: number;
-  signal: AbortSignal;
-}): Promise<string> {
-  const socket = net.connect({ host: opts.host, port: opts.port });
-  const replies: Array<{ code: number; text: string }> = [];
-  const waiting: Array<{ resolve: (r: { code: number; text: string }) => void; reject: (e: Error) => void }> = [];
-  let buffer = '';
-  let lines: string[] = [];
-  let failure: Error | undefined;
-  const fail = (error: Error): void => {
-    failure ??= error;
-    for (const w of waiting.splice(0)) w.reject(failure);
-    socket.destroy();
-  };
-  socket.setTimeout(opts.timeoutMs, () => fail(new Error(`no answer from ${opts.host}:${opts.port} within ${opts.timeoutMs} ms`)));
-  const onAbort = (): void => fail(new Error('smtp sink closing'));
-  opts.signal.addEventListener('abort', onAbort, { once: true });
-  socket.on('error', (error) => fail(error));
-  socket.on('close', () => fail(new Error('connection closed')));
-  socket.on('data', (chunk: Buffer) => {
-    buffer += chunk.toString('utf8');
+interface Reply {
+  code: number;
+  text: string;
+}
+
+const is2xx = (code: number): boolean => code >= 200 && code < 300;
+
+/**
+ * One SMTP connection to the report target, kept open and used for one report after another
+ * (MAIL FROM:<>, RCPT, DATA; pipelined when the listener offers PIPELINING). Nagle is off and each
+ * report body goes out in one write, so no step waits for a delayed ACK.
+ */
+class ReportConnection {
+  private readonly socket: net.Socket;
+  private readonly replies: Reply[] = [];
+  private readonly waiting: Array<{ resolve: (r: Reply) => void; reject: (e: Error) => void }> = [];
+  private buffer = '';
+  private lines: string[] = [];
+  private failure: Error | undefined;
+  private pipelining = false;
+  private closed = false;
+  private readonly onAbort = (): void => this.fail(new Error('smtp sink closing'));
+
+  private constructor(
+    host: string,
+    port: number,
+    private readonly timeoutMs: number,
+    private readonly signal: AbortSignal,
+  ) {
+    this.socket = net.connect({ host, port });
+    this.socket.setNoDelay(true);
+    signal.addEventListener('abort', this.onAbort, { once: true });
+    this.socket.on('error', (error) => this.fail(error));
+    this.socket.on('close', () => this.fail(new Error('connection closed')));
+    this.socket.on('data', (chunk: Buffer) => this.onData(chunk));
+    // Armed only while an exchange is under way (see step()).
+    this.socket.on('timeout', () => this.fail(new Error(`no answer from ${host}:${port} within ${timeoutMs} ms`)));
+  }
+
+  /** Connected and greeted (EHLO, else HELO), within the timeout. */
+  static async open(opts: { host: string; port: number; timeoutMs: number; signal: AbortSignal }): Promise<ReportConnection> {
+    const connection = new ReportConnection(opts.host, opts.port, opts.timeoutMs, opts.signal);
+    try {
+      if (opts.signal.aborted) throw new Error('smtp sink closing');
+      await connection.step(async () => {
+        await connection.expect('greeting', (c) => c === 220);
+        connection.command(`EHLO ${SINK_HOSTNAME}`);
+        const ehlo = await connection.next();
+        if (is2xx(ehlo.code)) {
+          connection.pipelining = /^\d{3}[ -]PIPELINING\b/im.test(ehlo.text);
+        } else {
+          connection.command(`HELO ${SINK_HOSTNAME}`);
+          await connection.expect('HELO', is2xx);
+        }
+      });
+      return connection;
+    } catch (error) {
+      connection.close();
+      throw error;
+    }
+  }
+
+  /** False once the connection failed or closed: open a new one. */
+  get usable(): boolean {
+    return this.failure === undefined && !this.closed;
+  }
+
+  /** True when the last failure was the connection's, not a refusal by the listener. */
+  get broken(): boolean {
+    return this.failure !== undefined;
+  }
+
+  /** Hands one report over; the listener's final reply, or a SmtpReplyError / connection error. */
+  async send(to: string, data: string): Promise<string> {
+    const body = data.replace(/\r?\n/g, '\r\n').replace(/^\./gm, '..');
+    const terminated = `${body}${body.endsWith('\r\n') ? '' : '\r\n'}.\r\n`;
+    return this.step(async () => {
+      if (this.pipelining) {
+        this.socket.write(`MAIL FROM:<>\r\nRCPT TO:<${to}>\r\nDATA\r\n`);
+        const mail = await this.next();
+        const rcpt = await this.next();
+        const dataReply = await this.next();
+        if (!is2xx(mail.code) || !is2xx(rcpt.code) || dataReply.code !== 354) {
+          // A listener that took DATA after all gets an empty message, then RSET ends the transaction.
+          if (dataReply.code === 354) {
+            this.socket.write('.\r\n');
+            await this.next();
+          }
+          await this.reset();
+          if (!is2xx(mail.code)) throw new SmtpReplyError(mail.code, mail.text, 'MAIL FROM');
+          if (!is2xx(rcpt.code)) throw new SmtpReplyError(rcpt.code, rcpt.text, 'RCPT TO');
+          throw new SmtpReplyError(dataReply.code, dataReply.text, 'DATA');
+        }
+      } else {
+        for (const [line, step, ok] of [
+          ['MAIL FROM:<>', 'MAIL FROM', is2xx],
+          [`RCPT TO:<${to}>`, 'RCPT TO', is2xx],
+          ['DATA', 'DATA', (c: number) => c === 354],
+        ] as const) {
+          this.command(line);
+          const reply = await this.next();
+          if (!ok(reply.code)) {
+            await this.reset();
+            throw new SmtpReplyError(reply.code, reply.text, step);
+          }
+        }
+      }
+      this.socket.write(terminated);
+      return this.expect('end of data', is2xx);
+    });
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.signal.removeEventListener('abort', this.onAbort);
+    if (this.failure === undefined) this.socket.end('QUIT\r\n');
+    else this.socket.end();
+    // Once QUIT is sent or something failed, the answer does not matter.
+    setTimeout(() => this.socket.destroy(), 1000).unref();
+  }
+
+  /** Runs one exchange under the deadline; an idle connection has none (the listener may close it). */
+  private async step<T>(run: () => Promise<T>): Promise<T> {
+    this.socket.setTimeout(this.timeoutMs);
+    try {
+      return await run();
+    } finally {
+      this.socket.setTimeout(0);
+    }
+  }
+
+  private async reset(): Promise<void> {
+    this.command('RSET');
+    await this.next();
+  }
+
+  private fail(error: Error): void {
+    this.failure ??= error;
+    for (const w of this.waiting.splice(0)) w.reject(this.failure);
+    this.socket.destroy();
+  }
+
+  private onData(chunk: Buffer): void {
+    this.buffer += chunk.toString('utf8');
     let nl: number;
-    while ((nl = buffer.indexOf('\n')) >= 0) {
-      const line = buffer.slice(0, nl).replace(/\r$/, '');
-      buffer = buffer.slice(nl + 1);
-      lines.push(line);
+    while ((nl = this.buffer.indexOf('\n')) >= 0) {
+      const line = this.buffer.slice(0, nl).replace(/\r$/, '');
+      this.buffer = this.buffer.slice(nl + 1);
+      this.lines.push(line);
       // The last line of a reply is `NNN text` or `NNN` (continuation lines are `NNN-text`).
       if (/^\d{3}(?: |$)/.test(line)) {
-        const reply = { code: Number(line.slice(0, 3)), text: lines.join('\n') };
-        lines = [];
-        const w = waiting.shift();
+        const reply = { code: Number(line.slice(0, 3)), text: this.lines.join('\n') };
+        this.lines = [];
+        const w = this.waiting.shift();
         if (w) w.resolve(reply);
-        else replies.push(reply);
+        else this.replies.push(reply);
       }
     }
-  });
-  const next = (): Promise<{ code: number; text: string }> => {
-    const queued = replies.shift();
+  }
+
+  private next(): Promise<Reply> {
+    const queued = this.replies.shift();
     if (queued) return Promise.resolve(queued);
-    if (failure) return Promise.reject(failure);
-    return new Promise((resolve, reject) => waiting.push({ resolve, reject }));
-  };
-  const expect = async (step: string, ok: (code: number) => boolean): Promise<string> => {
-    const reply = await next();
+    if (this.failure) return Promise.reject(this.failure);
+    return new Promise((resolve, reject) => this.waiting.push({ resolve, reject }));
+  }
+
+  private async expect(step: string, ok: (code: number) => boolean): Promise<string> {
+    const reply = await this.next();
     if (!ok(reply.code)) throw new SmtpReplyError(reply.code, reply.text, step);
     return reply.text;
-  };
-  const is2xx = (code: number): boolean => code >= 200 && code < 300;
-  const command = (line: string): void => void socket.write(`${line}\r\n`);
+  }
 
-  try {
-    if (opts.signal.aborted) throw new Error('smtp sink closing');
-    await expect('greeting', (c) => c === 220);
-    command(`EHLO ${SINK_HOSTNAME}`);
-    const ehlo = await next();
-    if (!is2xx(ehlo.code)) {
-      command(`HELO ${SINK_HOSTNAME}`);
-      await expect('HELO', is2xx);
-    }
-    command('MAIL FROM:<>');
-    await expect('MAIL FROM', is2xx);
-    command(`RCPT TO:<${opts.to}>`);
-    await expect('RCPT TO', is2xx);
-    command('DATA');
-    await expect('DATA', (c) => c === 354);
-    const body = opts.data.replace(/\r?\n/g, '\r\n').replace(/^\./gm, '..');
-    socket.write(`${body}${body.endsWith('\r\n') ? '' : '\r\n'}.\r\n`);
-    const final = await expect('end of data', is2xx);
-    command('QUIT');
-    return final;
-  } finally {
-    opts.signal.removeEventListener('abort', onAbort);
-    socket.end();
-    socket.setTimeout(0);
-    // Once QUIT is sent or something failed, the answer does not matter.
-    setTimeout(() => socket.destroy(), 1000).unref();
+  private command(line: string): void {
+    this.socket.write(`${line}\r\n`);
   }
 }

@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Resolver } from 'node:dns/promises';
-import fsp from 'node:fs/promises';
-import path from 'node:path';
+import { createSinkReader } from '@mailfleet/deploy';
 import { dkimVerify } from 'mailauth/lib/dkim/verify.js';
 import { killChild, readMailDir, startChild } from '@mailfleet/testkit';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
@@ -261,13 +260,11 @@ describe('crash safety', () => {
       expect(res.status).toBe(200);
       ids.push(...(res.body as { data: { emailId: string }[] }).data.map((d) => d.emailId));
     }
+    // The sink's envelopes only, read incrementally.
+    const sinkReader = createSinkReader(mailDir, { withRaw: false });
+    let count = 0;
     const delivered = async () => {
-      const files = (await fsp.readdir(mailDir)).filter((f) => f.endsWith('.json'));
-      let count = 0;
-      for (const f of files) {
-        const env = JSON.parse(await fsp.readFile(path.join(mailDir, f), 'utf8')) as { rcptTo: string[] };
-        if (env.rcptTo.some((r) => r.startsWith('crash'))) count++;
-      }
+      for (const m of await sinkReader.read()) if (m.rcptTo.some((r) => r.startsWith('crash'))) count++;
       return count;
     };
     // Kill it in the middle of sending.

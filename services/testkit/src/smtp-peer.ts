@@ -2,12 +2,14 @@ import os from 'node:os';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createSmtpSink, listSinkMessages, type SinkMessage } from '@mailfleet/deploy';
+import { createSmtpSink, listSinkMessages, type SinkLayout, type SinkMessage } from '@mailfleet/deploy';
 import { simpleParser, type ParsedMail } from 'mailparser';
 
 export interface ReceivedMail {
   id: string;
-  emlPath: string;
+  /** The file holding the message (a sink log segment, or its `.eml`) and where its bytes start. */
+  file: string;
+  offset: number;
   /** The SMTP envelope (MAIL FROM is '' for the null sender). */
   envelope: { mailFrom: string; rcptTo: string[] };
   receivedAt: string;
@@ -20,14 +22,16 @@ export type MailPredicate = (mail: ReceivedMail) => boolean;
 const parsedCache = new Map<string, Promise<ParsedMail>>();
 
 async function toReceived(message: SinkMessage): Promise<ReceivedMail> {
-  let parsed = parsedCache.get(message.emlPath);
+  const key = `${message.file}:${message.offset}`;
+  let parsed = parsedCache.get(key);
   if (!parsed) {
     parsed = simpleParser(message.raw);
-    parsedCache.set(message.emlPath, parsed);
+    parsedCache.set(key, parsed);
   }
   return {
     id: message.id,
-    emlPath: message.emlPath,
+    file: message.file,
+    offset: message.offset,
     envelope: { mailFrom: message.mailFrom, rcptTo: message.rcptTo },
     receivedAt: message.receivedAt,
     raw: message.raw,
@@ -69,10 +73,10 @@ export interface SmtpPeer {
 }
 
 /** The deploy SMTP sink on a free loopback port, storing into a temp dir, with parsed access for tests. */
-export async function startSmtpPeer(opts: { port?: number; dir?: string } = {}): Promise<SmtpPeer> {
+export async function startSmtpPeer(opts: { port?: number; dir?: string; layout?: SinkLayout } = {}): Promise<SmtpPeer> {
   const ownDir = opts.dir === undefined;
   const dir = opts.dir ?? (await fsp.mkdtemp(path.join(os.tmpdir(), 'mailfleet-smtp-')));
-  const sink = await createSmtpSink({ port: opts.port ?? 0, host: '127.0.0.1', dir });
+  const sink = await createSmtpSink({ port: opts.port ?? 0, host: '127.0.0.1', dir, ...(opts.layout ? { layout: opts.layout } : {}) });
   return {
     url: sink.url,
     port: sink.port,

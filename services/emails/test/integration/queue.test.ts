@@ -1,6 +1,5 @@
-import fsp from 'node:fs/promises';
-import path from 'node:path';
 import { status, type ServiceError } from '@grpc/grpc-js';
+import { createSinkReader } from '@mailfleet/deploy';
 import { type emailsV1 } from '@mailfleet/proto';
 import { testMongoUrl } from '@mailfleet/testkit';
 import { MongoClient } from 'mongodb';
@@ -110,12 +109,11 @@ describe('the send queue', () => {
       const batch = await (i % 80 === 0 ? h.emails : second.client).call.sendBatch({ teamId: sender.teamId, emails: tos.slice(i, i + 40).map((to) => email({ to: [to] })) });
       ids.push(...batch.emailIds);
     }
-    // Cheap polling (the sink's envelope files only); the full check follows.
+    // Cheap polling (the sink's envelopes only, read incrementally); the full check follows.
+    const reader = createSinkReader(h.sink.dir, { withRaw: false });
+    const got = new Set<string>();
     const received = async () => {
-      const got = new Set<string>();
-      for (const f of (await fsp.readdir(h.sink.dir)).filter((name) => name.endsWith('.json'))) {
-        for (const r of (JSON.parse(await fsp.readFile(path.join(h.sink.dir, f), 'utf8')) as { rcptTo: string[] }).rcptTo) got.add(r);
-      }
+      for (const m of await reader.read()) for (const r of m.rcptTo) got.add(r);
       return got;
     };
     await eventually(async () => {

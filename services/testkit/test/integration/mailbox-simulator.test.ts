@@ -201,6 +201,31 @@ describe('mailbox simulator (SMTP sink) against the real inbound listener', () =
     expect((await readMailDir(dir)).some((m) => m.envelope.mailFrom === '' && m.envelope.rcptTo.includes('frank@example.com'))).toBe(true);
   });
 
+  it('a burst over pooled connections: every message stored once and reported once', async () => {
+    const emails = Array.from({ length: 200 }, () => newEmail());
+    const transport = nodemailer.createTransport({ host: '127.0.0.1', port: sink.port, secure: false, ignoreTLS: true, pool: true, maxConnections: 5 });
+    let next = 0;
+    try {
+      await Promise.all(
+        Array.from({ length: 10 }, async () => {
+          while (next < emails.length) {
+            const email = emails[next++]!;
+            await transport.sendMail({ envelope: { from: email.returnPath, to: ['reader@example.com'] }, from: 'hello@acme.example', to: 'reader@example.com', subject: 'burst', messageId: email.messageId, text: 'hi' });
+          }
+        }),
+      );
+    } finally {
+      transport.close();
+    }
+    await expect.poll(() => received.length, { timeout: 20_000 }).toBeGreaterThanOrEqual(emails.length);
+    for (const email of emails) expect(reportsFor(email.emailId), email.emailId).toHaveLength(1);
+    expect(received).toHaveLength(emails.length);
+    const stored = (await readMailDir(dir)).filter((m) => emails.some((e) => e.returnPath === m.envelope.mailFrom));
+    expect(stored).toHaveLength(emails.length);
+    await expect.poll(() => events.filter((e) => e.type === 'report-sent').length).toBe(emails.length);
+    expect(events.every((e) => e.type === 'report-sent' && e.attempts === 1)).toBe(true);
+  });
+
   it('retries a report the listener could not take (451) and delivers it', async () => {
     failNext = 1;
     const email = newEmail();

@@ -29,12 +29,13 @@ describe('SMTP sink', () => {
     expect(mail.envelope).toEqual({ mailFrom: 'bounce+abc@bounce.example.test', rcptTo: ['a@example.test', 'b@example.test'] });
     expect(mail.parsed.text?.trim()).toBe('plain body');
     expect(mail.parsed.headers.get('x-mailfleet-test')).toBe('yes');
-    expect(mail.emlPath.endsWith('.eml')).toBe(true);
-    // Stored exactly as sent: the file is the DATA payload.
-    expect(fs.readFileSync(mail.emlPath)).toEqual(mail.raw);
+    // Stored exactly as sent, in the sink's log segment: the DATA payload, preceded by a line with its envelope.
+    expect(mail.file.endsWith('.sinklog')).toBe(true);
+    const segment = fs.readFileSync(mail.file);
+    expect(segment.subarray(mail.offset, mail.offset + mail.raw.length)).toEqual(mail.raw);
     expect(mail.raw.toString()).toContain('Subject: Hello from the test');
-    const sidecar = JSON.parse(fs.readFileSync(mail.emlPath.replace(/\.eml$/, '.json'), 'utf8'));
-    expect(sidecar).toMatchObject({ mailFrom: 'bounce+abc@bounce.example.test', rcptTo: ['a@example.test', 'b@example.test'] });
+    const headerLine = segment.subarray(segment.lastIndexOf('\n', mail.offset - 2) + 1, mail.offset - 1).toString();
+    expect(JSON.parse(headerLine)).toMatchObject({ mailFrom: 'bounce+abc@bounce.example.test', rcptTo: ['a@example.test', 'b@example.test'], bytes: mail.raw.length });
   });
 
   it('accepts the null sender (a bounce)', async () => {
