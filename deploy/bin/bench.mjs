@@ -9,7 +9,7 @@ const usage = `usage: npm run bench -- [options]
   --batch-connections N concurrent connections of the POST /v1/emails/batch load (default 4)
   --event-rate N        email.delivered events published per second (default 500)
   --event-duration S    seconds of event publishing (default 20)
-  --smtp-messages N     messages for the sink's raw accept rate (default 2000)
+  --smtp-messages N     messages for the sink's raw accept rate (default 20000)
   --campaign-contacts N contacts of the campaign fan-out (default 10000, at most 100000)
   --campaign-timeout S  longest wait for the campaign to reach the sink (default 3600)
   --poll-ms N           analytics poll interval in ms (default 20)
@@ -28,7 +28,7 @@ const { values, integer, say } = parseCommandLine({
     'batch-connections': { type: 'string', default: '4' },
     'event-rate': { type: 'string', default: '500' },
     'event-duration': { type: 'string', default: '20' },
-    'smtp-messages': { type: 'string', default: '2000' },
+    'smtp-messages': { type: 'string', default: '20000' },
     'campaign-contacts': { type: 'string', default: '10000' },
     'campaign-timeout': { type: 'string', default: '3600' },
     'poll-ms': { type: 'string', default: '20' },

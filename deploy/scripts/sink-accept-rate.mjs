@@ -21,6 +21,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import nodemailer from 'nodemailer';
+import { pipelinedSend } from '../bench/smtp-client.mjs';
 
 const args = process.argv.slice(2);
 const messages = Number(args.find((a) => /^\d+$/.test(a)) ?? 20000);
@@ -99,7 +100,7 @@ let accepted = 0;
 let failed = 0;
 const start = performance.now();
 if (rawClient) {
-  await Promise.all(Array.from({ length: maxConnections * 2 }, () => rawSender(Number(u.port))));
+  ({ accepted, failed } = await pipelinedSend({ port: Number(u.port), connections: maxConnections * 2, messages, from: withReports ? 'bounces@mailfleet-bench.test' : '', html }));
 } else {
   await Promise.all(
     Array.from({ length: maxConnections * 2 }, async () => {
@@ -119,47 +120,6 @@ if (rawClient) {
   );
 }
 
-/** One connection of the minimal client: sends until every message is taken. */
-async function rawSender(port) {
-  const socket = net.connect({ host: '127.0.0.1', port });
-  socket.setNoDelay(true);
-  const waiting = [];
-  const replies = [];
-  let buf = '';
-  socket.on('data', (chunk) => {
-    buf += chunk.toString('latin1');
-    let nl;
-    while ((nl = buf.indexOf('\n')) >= 0) {
-      const line = buf.slice(0, nl);
-      buf = buf.slice(nl + 1);
-      if (/^\d{3}-/.test(line)) continue;
-      const code = Number(line.slice(0, 3));
-      const w = waiting.shift();
-      if (w) w(code);
-      else replies.push(code);
-    }
-  });
-  const reply = () => (replies.length ? Promise.resolve(replies.shift()) : new Promise((r) => waiting.push(r)));
-  await reply();
-  socket.write('EHLO client\r\n');
-  await reply();
-  while (next < messages) {
-    const i = next++;
-    const to = `reader+${i}@inbox.mailfleet-bench.test`;
-    socket.write(`MAIL FROM:<${withReports ? 'bounces@mailfleet-bench.test' : ''}>\r\nRCPT TO:<${to}>\r\nDATA\r\n`);
-    const codes = [await reply(), await reply(), await reply()];
-    if (codes[2] !== 354) {
-      failed += 1;
-      socket.write('RSET\r\n');
-      await reply();
-      continue;
-    }
-    socket.write(`From: bench@mailfleet-bench.test\r\nTo: ${to}\r\nSubject: bench ${i}\r\nMIME-Version: 1.0\r\nContent-Type: text/html\r\n\r\n${html}\r\n.\r\n`);
-    if ((await reply()) === 250) accepted += 1;
-    else failed += 1;
-  }
-  socket.end('QUIT\r\n');
-}
 const seconds = (performance.now() - start) / 1000;
 transport.close();
 const cpuAtLoadEnd = await cpuMs();
