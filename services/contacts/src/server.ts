@@ -33,8 +33,10 @@ export async function createContactsServer(deps: { config: ContactsConfig; infra
 
   const consumer = createUnsubscribesConsumer({
     nats: infra.nats, logger: infra.logger, metrics: infra.metrics, processed, retentionMs: config.processedEventRetentionMs,
-    unsubscribeByEmail: async (teamId, email, details) => {
-      const n = await contacts.unsubscribeByEmail(teamId, email, await books.deletingIds(teamId), details, new Date());
+    unsubscribeMany: async (requests) => {
+      const teams = [...new Set(requests.map((r) => r.teamId))];
+      const exclude = new Map(await Promise.all(teams.map(async (t) => [t, await books.deletingIds(t)] as const)));
+      const n = await contacts.unsubscribeMany(requests, exclude, new Date());
       if (n > 0) kickRelay();
       return n;
     },

@@ -1,5 +1,5 @@
 import { status } from '@grpc/grpc-js';
-import { createGrpcClient, encodeBookCursor, isServiceError, type Logger, type ServiceMetrics } from '@mailfleet/kit';
+import { canonicalAddress, createGrpcClient, encodeBookCursor, isServiceError, type Logger, type ServiceMetrics } from '@mailfleet/kit';
 import { contactsV1, domainsV1, emailsV1, suppressionsV1 } from '@mailfleet/proto';
 
 /** One subscribed contact of a book, as the sender renders it. */
@@ -96,7 +96,7 @@ export function createUpstreams(opts: {
     },
     async countSuppressed(teamId, addresses) {
       if (addresses.length === 0) return 0;
-      return new Set((await suppressions.call.checkSuppressed({ teamId, emails: [...addresses] })).suppressedEmails.map((e) => e.toLowerCase())).size;
+      return new Set((await suppressions.call.checkSuppressed({ teamId, emails: [...addresses] })).suppressedEmails.map(canonicalAddress)).size;
     },
     close() {
       contacts.close();

@@ -58,6 +58,12 @@ export const CONTACT_EVENT = {
   deleted: 'contact.deleted',
   /** Internal (never a webhook type): the suppressions service suppresses the address. */
   unsubscribed: 'contact.unsubscribed',
+  /**
+   * Internal (never a webhook type): an unsubscribed contact was set
+   * `subscribed: true` by the team; data is the contact (ContactEventData).
+   * The suppressions service lifts the address's UNSUBSCRIBE entry.
+   */
+  resubscribed: 'contact.resubscribed',
 } as const;
 export type ContactEventType = (typeof CONTACT_EVENT)[keyof typeof CONTACT_EVENT];
 
@@ -196,9 +202,10 @@ function samePropertiesAs(a: Properties, b: Properties): boolean {
   return ka.every((k) => Object.hasOwn(b, k) && a[k] === b[k]);
 }
 
-function eventsFor(kind: 'created' | 'updated', next: Contact, becameUnsubscribed: boolean): PendingEvent[] {
+function eventsFor(kind: 'created' | 'updated', next: Contact, becameUnsubscribed: boolean, becameSubscribed = false): PendingEvent[] {
   const events: PendingEvent[] = [{ type: CONTACT_EVENT[kind], data: contactEventData(next) }];
   if (becameUnsubscribed) events.push({ type: CONTACT_EVENT.unsubscribed, data: unsubscribedEventData(next) });
+  if (becameSubscribed) events.push({ type: CONTACT_EVENT.resubscribed, data: contactEventData(next) });
   return events;
 }
 
@@ -231,8 +238,10 @@ export function createContact(p: { id: string; teamId: string; contactBookId: st
  * A change by the team (PATCH, PUT, bulk upsert): only the given fields
  * change. Setting `subscribed: false` is an opt-out like any other
  * (reason MANUAL, `contact.unsubscribed` published); `subscribed: true`
- * re-subscribes and clears the unsubscribe record. A change that changes
- * nothing writes and publishes nothing.
+ * re-subscribes, clears the unsubscribe record and publishes
+ * `contact.resubscribed`, so an UNSUBSCRIBE suppression of the address is
+ * lifted (the team opting the address in again is the one way back). A
+ * change that changes nothing writes and publishes nothing.
  */
 export function updateContact(current: Contact, change: ContactChange, now: Date): Transition {
   const subscribed = change.subscribed ?? current.subscribed;
@@ -253,7 +262,7 @@ export function updateContact(current: Contact, change: ContactChange, now: Date
     updatedAt: now,
     version: current.version + 1,
   };
-  return { next, events: eventsFor('updated', next, becameUnsubscribed) };
+  return { next, events: eventsFor('updated', next, becameUnsubscribed, !current.subscribed && subscribed) };
 }
 
 /** Unsubscribe RPCs and bounce/complaint events: idempotent, nothing happens to a contact already unsubscribed. */

@@ -1,5 +1,5 @@
 import {
-  ConflictError, createEvent, ensureOutboxIndex, isDuplicateKeyError, newId, NOT_DELETED, outboxEntries, withOutbox,
+  BULK_CHUNK, ConflictError, createEvent, ensureOutboxIndex, isDuplicateKeyError, newId, NOT_DELETED, outboxEntries, withOutbox,
   AlreadyExistsError, type OutboxDoc,
 } from '@mailfleet/kit';
 import { MongoBulkWriteError, type AnyBulkWriteOperation, type BulkWriteResult, type Collection, type Db, type Document, type Filter, type UpdateFilter } from 'mongodb';
@@ -52,6 +52,14 @@ export interface UnsubscribedContact {
   readonly at: Date;
 }
 
+/** One address to unsubscribe in every live book of its team. */
+export interface UnsubscribeRequest {
+  readonly teamId: string;
+  /** Normalised. */
+  readonly email: string;
+  readonly details: { reason: UnsubscribeReason; note: string | null; source: string | null };
+}
+
 export interface BulkUpsertResult {
   /** Contact id by request index of each stored item. */
   readonly ids: ReadonlyMap<number, string>;
@@ -86,6 +94,14 @@ export interface ContactsRepository {
   purgeBatch(contactBookId: string, limit: number, now: Date): Promise<number>;
   liveCountOfBook(contactBookId: string): Promise<number>;
   unsubscribeByEmail(teamId: string, email: string, excludeBookIds: readonly string[], details: { reason: UnsubscribeReason; note: string | null; source: string | null }, now: Date): Promise<number>;
+  /**
+   * unsubscribeByEmail for many addresses of many teams at once: one read of
+   * the subscribed contacts they name and one bulk write (chunked) of their
+   * compare-and-set updates, each carrying its own events. The first request
+   * for an address decides reason and source. Contacts whose update lost a
+   * race go through the one-contact path. Returns how many contacts changed.
+   */
+  unsubscribeMany(requests: readonly UnsubscribeRequest[], excludeBookIds: ReadonlyMap<string, readonly string[]>, now: Date): Promise<number>;
   listUnsubscribed(teamId: string, excludeBookIds: readonly string[], skip: number, limit: number): Promise<{ items: UnsubscribedContact[]; count: number }>;
 }
 
@@ -402,6 +418,54 @@ export function createContactsRepository(db: Db): ContactsRepository {
       let changed = 0;
       for (const d of docs) {
         const r = await modify({ teamId, id: d._id }, (c) => unsubscribeContact(c, details, now));
+        if (r?.changed) changed++;
+      }
+      return changed;
+    },
+
+    async unsubscribeMany(requests, excludeBookIds, now) {
+      const detailsOf = new Map<string, UnsubscribeRequest['details']>();
+      const byTeam = new Map<string, Set<string>>();
+      for (const r of requests) {
+        const key = `${r.teamId}\u0000${r.email}`;
+        if (!detailsOf.has(key)) detailsOf.set(key, r.details);
+        const emails = byTeam.get(r.teamId) ?? new Set<string>();
+        emails.add(r.email);
+        byTeam.set(r.teamId, emails);
+      }
+      if (byTeam.size === 0) return 0;
+      // Every branch is scoped by its team.
+      const or: Filter<ContactDoc>[] = [...byTeam].map(([teamId, emails]) => {
+        const exclude = excludeBookIds.get(teamId) ?? [];
+        return { teamId, emailKey: { $in: [...emails] }, ...(exclude.length > 0 ? { contactBookId: { $nin: [...exclude] } } : {}) };
+      });
+      // One reply for the usual batch (the default first reply holds 101 documents).
+      const docs = await col.find({ $or: or, subscribed: true, ...NOT_DELETED }, { batchSize: 1000 }).toArray();
+      const writes = docs.flatMap((d) => {
+        const current = toRecord(d);
+        const details = detailsOf.get(`${current.teamId}\u0000${current.email}`);
+        if (!details) return [];
+        const t = unsubscribeContact(current, details, now);
+        return t.events.length === 0 ? [] : [{ current, ...casWrite(current, t, now) }];
+      });
+      let matched = 0;
+      for (let i = 0; i < writes.length; i += BULK_CHUNK) {
+        const chunk = writes.slice(i, i + BULK_CHUNK);
+        matched += (await col.bulkWrite(chunk.map((w) => ({ updateOne: { filter: w.filter, update: w.update } })), { ordered: false })).matchedCount;
+      }
+      if (matched === writes.length) return matched;
+      // Some contacts changed since they were read: find which writes landed (by write id), redo the rest one by one.
+      const landed = new Set((await col.find({ _id: { $in: writes.map((w) => w.current.id) } }, { projection: { writeId: 1 } }).toArray())
+        .map((d) => `${d._id}\u0000${d.writeId}`));
+      let changed = 0;
+      for (const w of writes) {
+        if (landed.has(`${w.current.id}\u0000${w.writeId}`)) {
+          changed++;
+          continue;
+        }
+        const details = detailsOf.get(`${w.current.teamId}\u0000${w.current.email}`);
+        if (!details) continue;
+        const r = await modify({ teamId: w.current.teamId, id: w.current.id }, (c) => unsubscribeContact(c, details, now));
         if (r?.changed) changed++;
       }
       return changed;

@@ -16,8 +16,10 @@ interface ProcessedDoc {
  */
 export interface ProcessedEventsRepository {
   ensureIndexes(): Promise<void>;
-  seen(consumer: string, eventId: string): Promise<boolean>;
-  record(consumer: string, eventId: string, now: Date, retentionMs: number): Promise<void>;
+  /** Which of these event ids the consumer has handled: one `$in` read. */
+  seenAmong(consumer: string, eventIds: readonly string[]): Promise<Set<string>>;
+  /** Records handled events in one insert; recording one twice is harmless. */
+  recordMany(consumer: string, eventIds: readonly string[], now: Date, retentionMs: number): Promise<void>;
   sweep(now: Date): Promise<number>;
 }
 
@@ -27,14 +29,18 @@ export function createProcessedEventsRepository(db: Db): ProcessedEventsReposito
     async ensureIndexes() {
       await col.createIndex({ expiresAt: 1 }, { name: 'expires' });
     },
-    async seen(consumer, eventId) {
-      return (await col.countDocuments({ _id: `${consumer}:${eventId}` }, { limit: 1 })) > 0;
+    async seenAmong(consumer, eventIds) {
+      if (eventIds.length === 0) return new Set();
+      const docs = await col.find({ _id: { $in: eventIds.map((id) => `${consumer}:${id}`) } }, { projection: { _id: 1 } }).toArray();
+      return new Set(docs.map((d) => d._id.slice(consumer.length + 1)));
     },
-    async record(consumer, eventId, now, retentionMs) {
+    async recordMany(consumer, eventIds, now, retentionMs) {
+      if (eventIds.length === 0) return;
+      const expiresAt = new Date(now.getTime() + retentionMs);
       try {
-        await col.insertOne({ _id: `${consumer}:${eventId}`, processedAt: now, expiresAt: new Date(now.getTime() + retentionMs) });
+        await col.insertMany(eventIds.map((id) => ({ _id: `${consumer}:${id}`, processedAt: now, expiresAt })), { ordered: false });
       } catch (err) {
-        // Another replica handled the same delivery at the same time: already recorded.
+        // Unordered: the others went in; a refused one was recorded already (a replayed batch, another replica).
         if (!isDuplicateKeyError(err)) throw err;
       }
     },

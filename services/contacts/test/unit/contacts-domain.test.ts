@@ -108,7 +108,11 @@ describe('contact transitions', () => {
     expect(again.next.unsubscribe).toEqual(off.next.unsubscribe);
     const on = updateContact(off.next, { subscribed: true }, T1);
     expect(on.next).toMatchObject({ subscribed: true, unsubscribe: null });
-    expect(on.events.map((e) => e.type)).toEqual(['contact.updated']);
+    // The internal contact.resubscribed lets the suppressions service lift an UNSUBSCRIBE of the address.
+    expect(on.events.map((e) => e.type)).toEqual(['contact.updated', 'contact.resubscribed']);
+    expect(on.events[1]?.data).toEqual(on.events[0]?.data);
+    const stillOn = updateContact(on.next, { subscribed: true, firstName: 'Anne' }, T1);
+    expect(stillOn.events.map((e) => e.type)).toEqual(['contact.updated']);
   });
 
   it('unsubscribe is idempotent and carries reason and source', () => {

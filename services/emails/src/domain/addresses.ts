@@ -1,3 +1,4 @@
+import { canonicalAddress } from '@mailfleet/kit';
 import addressparser from 'nodemailer/lib/addressparser/index.js';
 
 /** One mailbox: the bare address and an optional display name. */
@@ -58,9 +59,9 @@ export function domainOf(address: string): string {
   return address.slice(address.lastIndexOf('@') + 1).toLowerCase();
 }
 
-/** Canonical form used for envelopes and suppression checks. */
+/** Canonical form used for envelopes and suppression checks: the platform's one normalisation. */
 export function normaliseAddress(address: string): string {
-  return address.trim().toLowerCase();
+  return canonicalAddress(address);
 }
 
 /** `Name <a@x.com>` or `a@x.com`, as the public API shows it and as headers carry it. */

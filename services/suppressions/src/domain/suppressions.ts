@@ -1,3 +1,5 @@
+import { addressOfRecipient, canonicalAddress, normaliseAddress } from '@mailfleet/kit';
+
 /**
  * The suppression list's rules, without I/O: address normalisation and
  * validation, paging, search, and the limits of the batch check.
@@ -17,45 +19,15 @@ export const MAX_PAGE_SIZE = 100;
 export const MAX_CHECK_ADDRESSES = 1000;
 export const MAX_SEARCH_LENGTH = 320;
 export const MAX_SOURCE_LENGTH = 500;
-/** RFC 5321: a path holds at most 254 characters of address; a local part at most 64, a domain label 63. */
-const MAX_ADDRESS_LENGTH = 254;
-const MAX_LOCAL_LENGTH = 64;
-
-// Dot-atom local part (RFC 5322 atext, no leading, trailing or doubled dots) and a
-// domain of two or more LDH labels. Quoted local parts and address literals are
-// refused: no mailbox provider hands them out and they make poor list keys.
-const LOCAL_PART = /^[a-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[a-z0-9!#$%&'*+/=?^_`{|}~-]+)*$/;
-const DOMAIN_LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
-
-/** The stored form of an address: surrounding spaces dropped, lower-cased. */
-export function canonicalEmail(raw: string): string {
-  return raw.trim().toLowerCase();
-}
-
-/** The canonical form of a well-formed address, or undefined when it is not one. */
-export function normalizeEmail(raw: string): string | undefined {
-  const email = canonicalEmail(raw);
-  if (email.length === 0 || email.length > MAX_ADDRESS_LENGTH) return undefined;
-  const at = email.lastIndexOf('@');
-  if (at <= 0 || at === email.length - 1) return undefined;
-  const local = email.slice(0, at);
-  const domain = email.slice(at + 1);
-  if (local.length > MAX_LOCAL_LENGTH || !LOCAL_PART.test(local)) return undefined;
-  const labels = domain.split('.');
-  if (labels.length < 2 || !labels.every((l) => DOMAIN_LABEL.test(l))) return undefined;
-  // The top-level label is never all digits (that would be an IP address, not a domain).
-  if (/^[0-9]+$/.test(labels[labels.length - 1] ?? '')) return undefined;
-  return email;
-}
-
 /**
- * Pulls the address out of a recipient as events may carry it: a bare address
- * or a `Name <address>` mailbox. Undefined when no well-formed address is in it.
+ * Addresses are keyed by the platform's one normalisation (`@mailfleet/kit`
+ * addresses.ts: trimmed, NFC, lower case; Unicode local parts accepted), the
+ * same as contacts and emails, so an address unsubscribed in a contact book
+ * is the address the send path checks.
  */
-export function addressOfRecipient(raw: string): string | undefined {
-  const angle = /<([^<>]+)>\s*$/.exec(raw);
-  return normalizeEmail(angle?.[1] ?? raw);
-}
+export const canonicalEmail = canonicalAddress;
+export const normalizeEmail = normaliseAddress;
+export { addressOfRecipient };
 
 /** Escapes every regular-expression metacharacter, so user text matches only itself. */
 export function escapeRegex(text: string): string {
@@ -83,7 +55,7 @@ export function checkPaging(page: number, limit: number): Checked<Paging> {
 
 /** The search text as matched: trimmed and lower-cased (addresses are stored lower-case); undefined means no filter. */
 export function checkSearch(search: string | undefined): Checked<string | undefined> {
-  const s = search?.trim().toLowerCase() ?? '';
+  const s = canonicalAddress(search ?? '');
   if (s.length > MAX_SEARCH_LENGTH) return { ok: false, message: `search must be at most ${MAX_SEARCH_LENGTH} characters` };
   return { ok: true, value: s.length === 0 ? undefined : s };
 }

@@ -19,9 +19,10 @@ interface ProcessedEventDoc {
  */
 export interface ProcessedEventsRepository {
   ensureIndexes(): Promise<void>;
-  has(eventId: string): Promise<boolean>;
-  /** Records an applied event; recording it twice is harmless. */
-  record(input: { eventId: string; type: string; teamId: string; now?: Date }): Promise<void>;
+  /** Which of these event ids were applied already: one `$in` read. */
+  appliedAmong(eventIds: readonly string[]): Promise<Set<string>>;
+  /** Records applied events in one insert; recording one twice is harmless. */
+  recordMany(inputs: readonly { eventId: string; type: string; teamId: string }[], now?: Date): Promise<void>;
   /** Deletes entries past their expiry; resolves with how many went. */
   sweep(now?: Date): Promise<number>;
 }
@@ -32,13 +33,18 @@ export function createProcessedEventsRepository(db: Db, opts: { retentionMs: num
     async ensureIndexes() {
       await col.createIndex({ expiresAt: 1 }, { name: 'expires' });
     },
-    async has(eventId) {
-      return (await col.countDocuments({ _id: eventId }, { limit: 1 })) > 0;
+    async appliedAmong(eventIds) {
+      if (eventIds.length === 0) return new Set();
+      const docs = await col.find({ _id: { $in: [...eventIds] } }, { projection: { _id: 1 } }).toArray();
+      return new Set(docs.map((d) => d._id));
     },
-    async record({ eventId, type, teamId, now = new Date() }) {
+    async recordMany(inputs, now = new Date()) {
+      if (inputs.length === 0) return;
+      const expiresAt = new Date(now.getTime() + opts.retentionMs);
       try {
-        await col.insertOne({ _id: eventId, type, teamId, processedAt: now, expiresAt: new Date(now.getTime() + opts.retentionMs) });
+        await col.insertMany(inputs.map(({ eventId, type, teamId }) => ({ _id: eventId, type, teamId, processedAt: now, expiresAt })), { ordered: false });
       } catch (err) {
+        // Unordered: every other entry went in; the refused ones were recorded already (a replayed batch).
         if (!isDuplicateKeyError(err)) throw err;
       }
     },

@@ -1,5 +1,5 @@
-import { isDuplicateKeyError, newId } from '@mailfleet/kit';
-import type { Collection, Db, Filter, UpdateFilter } from 'mongodb';
+import { BULK_CHUNK, isDuplicateKeyError, newId } from '@mailfleet/kit';
+import { MongoBulkWriteError, type AnyBulkWriteOperation, type Collection, type Db, type Filter, type UpdateFilter } from 'mongodb';
 import { escapeRegex, type SuppressionReason } from '../domain/suppressions.js';
 
 export interface SuppressionRecord {
@@ -31,6 +31,12 @@ export interface SuppressionQuery {
   readonly limit: number;
 }
 
+/** One change of the automatic path, applied in the order given. */
+export type AutomaticWrite =
+  | { readonly kind: 'suppress'; readonly teamId: string; readonly email: string; readonly reason: SuppressionReason; readonly source: string | undefined; readonly at: Date }
+  /** Deletes the address's entry if it is UNSUBSCRIBE and not newer than `at` (a later opt-out stays). */
+  | { readonly kind: 'lift'; readonly teamId: string; readonly email: string; readonly at: Date };
+
 export interface SuppressionsRepository {
   ensureIndexes(): Promise<void>;
   /**
@@ -39,6 +45,13 @@ export interface SuppressionsRepository {
    * (teamId, email) index keeps one entry per address even between replicas.
    */
   upsert(input: { teamId: string; email: string; reason: SuppressionReason; source: string | undefined; now?: Date }): Promise<SuppressionRecord>;
+  /**
+   * Applies a batch of automatic changes as one ordered bulk write (the same
+   * upsert as `upsert`, and conditional deletes), so a batch of events costs
+   * one write whatever its size. Every change is idempotent: applying a batch
+   * again after a crash writes the same values.
+   */
+  applyAutomatic(writes: readonly AutomaticWrite[]): Promise<{ upserted: number; lifted: number }>;
   /** A page, newest first, and the number of entries the filters match. */
   list(teamId: string, query: SuppressionQuery): Promise<{ items: SuppressionRecord[]; total: number }>;
   /** False when the team has no entry for the address. */
@@ -54,13 +67,21 @@ function toRecord(d: SuppressionDoc): SuppressionRecord {
 export function createSuppressionsRepository(db: Db): SuppressionsRepository {
   const col: Collection<SuppressionDoc> = db.collection<SuppressionDoc>('suppressions');
 
-  async function upsertOnce(input: { teamId: string; email: string; reason: SuppressionReason; source: string | undefined; now: Date }) {
-    const update: UpdateFilter<SuppressionDoc> = {
+  function upsertUpdate(input: { reason: SuppressionReason; source: string | undefined; now: Date }): UpdateFilter<SuppressionDoc> {
+    return {
       $set: { reason: input.reason, updatedAt: input.now, ...(input.source !== undefined ? { source: input.source } : {}) },
       $setOnInsert: { _id: newId('sup'), createdAt: input.now },
       ...(input.source === undefined ? { $unset: { source: '' } } : {}),
     };
-    return col.findOneAndUpdate({ teamId: input.teamId, email: input.email }, update, { upsert: true, returnDocument: 'after' });
+  }
+
+  function automaticOp(w: AutomaticWrite): AnyBulkWriteOperation<SuppressionDoc> {
+    if (w.kind === 'lift') return { deleteOne: { filter: { teamId: w.teamId, email: w.email, reason: 'UNSUBSCRIBE', updatedAt: { $lte: w.at } } } };
+    return { updateOne: { filter: { teamId: w.teamId, email: w.email }, update: upsertUpdate({ reason: w.reason, source: w.source, now: w.at }), upsert: true } };
+  }
+
+  async function upsertOnce(input: { teamId: string; email: string; reason: SuppressionReason; source: string | undefined; now: Date }) {
+    return col.findOneAndUpdate({ teamId: input.teamId, email: input.email }, upsertUpdate(input), { upsert: true, returnDocument: 'after' });
   }
 
   return {
@@ -82,6 +103,28 @@ export function createSuppressionsRepository(db: Db): SuppressionsRepository {
       }
       if (!doc) throw new Error('upsert returned no document');
       return toRecord(doc);
+    },
+
+    async applyAutomatic(writes) {
+      const total = { upserted: 0, lifted: 0 };
+      // In order (an opt-out and an opt-in of one address in one batch apply as they happened),
+      // and in chunks FerretDB takes in one command.
+      for (let i = 0; i < writes.length; i += BULK_CHUNK) {
+        const ops = writes.slice(i, i + BULK_CHUNK).map(automaticOp);
+        const run = () => col.bulkWrite(ops, { ordered: true });
+        let res;
+        try {
+          res = await run();
+        } catch (err) {
+          // Another replica inserted one of these new addresses at the same moment: the unique index
+          // refused ours and stopped the ordered chunk there; run it again, now updating that entry.
+          if (!(err instanceof MongoBulkWriteError) || !isDuplicateKeyError(err)) throw err;
+          res = await run();
+        }
+        total.upserted += res.upsertedCount + res.modifiedCount;
+        total.lifted += res.deletedCount;
+      }
+      return total;
     },
 
     async list(teamId, query) {

@@ -225,6 +225,19 @@ describe('automatic suppression from events (real JetStream)', () => {
     ]);
   });
 
+  it('a re-subscribed contact lifts its UNSUBSCRIBE (Unicode address, any case); MANUAL entries stay', async () => {
+    const teamId = newTeam();
+    const contact = (email: string) => ({ id: 'ct_r', email, firstName: null, lastName: null, subscribed: true, properties: {}, contactBookId: 'cb_1' });
+    await publish(createEvent('contact.unsubscribed', teamId, { contactId: 'ct_r', contactBookId: 'cb_1', email: 'Jürgen@Example.com', reason: 'UNSUBSCRIBE', source: null }));
+    await client.call.addSuppression({ teamId, email: 'kept@example.com', reason: R.SUPPRESSION_REASON_MANUAL });
+    await consumerIdle();
+    expect((await client.call.checkSuppressed({ teamId, emails: ['JÜRGEN@example.com'] })).suppressedEmails).toEqual(['JÜRGEN@example.com']);
+    await publish(createEvent('contact.resubscribed', teamId, contact('jürgen@example.com')));
+    await publish(createEvent('contact.resubscribed', teamId, contact('kept@example.com')));
+    await consumerIdle();
+    expect((await list(teamId)).suppressions.map((s) => [s.email, s.reason])).toEqual([['kept@example.com', R.SUPPRESSION_REASON_MANUAL]]);
+  });
+
   it('updates an existing entry to the latest automatic reason rather than adding another', async () => {
     const teamId = newTeam();
     const manual = await client.call.addSuppression({ teamId, email: 'kept@example.com', reason: R.SUPPRESSION_REASON_MANUAL });

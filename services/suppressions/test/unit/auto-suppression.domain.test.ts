@@ -42,6 +42,12 @@ describe('planAutoSuppression', () => {
     expect((plan as { source: string }).source).toHaveLength(500);
   });
 
+  it('lifts the UNSUBSCRIBE of a re-subscribed contact, read through the typed contract', () => {
+    expect(planAutoSuppression('contact.resubscribed', { id: 'ct_1', email: 'Jürgen@Example.com', subscribed: true, contactBookId: 'cb_1' }))
+      .toEqual({ lift: 'jürgen@example.com' });
+    expect(() => planAutoSuppression('contact.resubscribed', { id: 'ct_1', subscribed: true })).toThrow(MalformedEventError);
+  });
+
   it('ignores other event types', () => {
     expect(planAutoSuppression('email.delivered', { id: 'em_1', to: ['a@example.com'] })).toHaveProperty('ignored');
   });

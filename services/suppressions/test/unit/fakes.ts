@@ -19,6 +19,25 @@ export function fakeSuppressions(): SuppressionsRepository & { all(): Suppressio
       rows.set(key(teamId, email), rec);
       return rec;
     },
+    async applyAutomatic(writes: Parameters<SuppressionsRepository['applyAutomatic']>[0]) {
+      repo.writes++;
+      let upserted = 0;
+      let lifted = 0;
+      for (const w of writes) {
+        if (w.kind === 'suppress') {
+          await repo.upsert({ teamId: w.teamId, email: w.email, reason: w.reason, source: w.source, now: w.at });
+          repo.writes--;
+          upserted++;
+        } else {
+          const prev = rows.get(key(w.teamId, w.email));
+          if (prev?.reason === 'UNSUBSCRIBE' && prev.updatedAt.getTime() <= w.at.getTime()) {
+            rows.delete(key(w.teamId, w.email));
+            lifted++;
+          }
+        }
+      }
+      return { upserted, lifted };
+    },
     async list(teamId: string, q: Parameters<SuppressionsRepository['list']>[1]) {
       const matching = [...rows.values()]
         .filter((r) => r.teamId === teamId && (!q.reason || r.reason === q.reason) && (!q.search || r.email.includes(q.search)))
@@ -40,11 +59,11 @@ export function fakeProcessed(): ProcessedEventsRepository & { ids: Set<string> 
   return {
     ids,
     async ensureIndexes() {},
-    async has(id) {
-      return ids.has(id);
+    async appliedAmong(eventIds) {
+      return new Set(eventIds.filter((id) => ids.has(id)));
     },
-    async record({ eventId }) {
-      ids.add(eventId);
+    async recordMany(inputs) {
+      for (const { eventId } of inputs) ids.add(eventId);
     },
     async sweep() {
       return 0;

@@ -13,6 +13,8 @@ describe('normalizeEmail', () => {
     ['bounce@simulator.mailfleet.test', 'bounce@simulator.mailfleet.test'],
     ['a@xn--bcher-kva.example', 'a@xn--bcher-kva.example'],
     [`${'l'.repeat(64)}@example.com`, `${'l'.repeat(64)}@example.com`],
+    // One normalisation with contacts: Unicode local parts are addresses too.
+    ['Jürgen@Example.com', 'jürgen@example.com'],
   ])('accepts %j as %j', (raw, expected) => {
     expect(normalizeEmail(raw)).toBe(expected);
   });
@@ -21,7 +23,7 @@ describe('normalizeEmail', () => {
     '', '   ', 'plainaddress', '@example.com', 'user@', 'user@@example.com', 'us er@example.com', 'user@exa mple.com',
     'user@localhost', 'user@example', '.user@example.com', 'user.@example.com', 'us..er@example.com', 'user@-example.com',
     'user@example-.com', 'user@example..com', 'user@.example.com', 'user@example.com.', 'user@1.2.3.4', 'user@[1.2.3.4]',
-    '"quoted"@example.com', 'user@exa_mple.com', 'usér@example.com', 'Jane <jane@example.com>', 'a@b@example.com',
+    '"quoted"@example.com', 'user@exa_mple.com', 'Jane <jane@example.com>', 'a@b@example.com',
     `${'l'.repeat(65)}@example.com`, `a@${'d'.repeat(64)}.com`, `a@${Array.from({ length: 5 }, () => 'd'.repeat(60)).join('.')}.com`,
   ])('refuses %j', (raw) => {
     expect(normalizeEmail(raw)).toBeUndefined();
