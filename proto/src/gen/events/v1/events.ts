@@ -94,6 +94,13 @@ export enum EventType {
    * Data: ContactUnsubscribedEventData.
    */
   EVENT_TYPE_CONTACT_UNSUBSCRIBED = 23,
+  /**
+   * EVENT_TYPE_CONTACT_RESUBSCRIBED - `contact.resubscribed`: internal, never delivered to webhooks (the public
+   * `contact.updated` is published beside it). An unsubscribed contact was set
+   * subscribed again; the suppressions service lifts an UNSUBSCRIBE suppression
+   * of the address (and no other reason). Data: ContactEventData.
+   */
+  EVENT_TYPE_CONTACT_RESUBSCRIBED = 24,
   UNRECOGNIZED = -1,
 }
 
@@ -171,6 +178,9 @@ export function eventTypeFromJSON(object: any): EventType {
     case 23:
     case "EVENT_TYPE_CONTACT_UNSUBSCRIBED":
       return EventType.EVENT_TYPE_CONTACT_UNSUBSCRIBED;
+    case 24:
+    case "EVENT_TYPE_CONTACT_RESUBSCRIBED":
+      return EventType.EVENT_TYPE_CONTACT_RESUBSCRIBED;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -228,6 +238,8 @@ export function eventTypeToJSON(object: EventType): string {
       return "EVENT_TYPE_KEY_REVOKED";
     case EventType.EVENT_TYPE_CONTACT_UNSUBSCRIBED:
       return "EVENT_TYPE_CONTACT_UNSUBSCRIBED";
+    case EventType.EVENT_TYPE_CONTACT_RESUBSCRIBED:
+      return "EVENT_TYPE_CONTACT_RESUBSCRIBED";
     case EventType.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
