@@ -16,3 +16,4 @@ export * from './ids.js';
 export * from './poller.js';
 export * from './count-once.js';
 export * from './book-cursor.js';
+export * from './group-commit.js';
