@@ -35,8 +35,10 @@ export function emailsConfigSpec() {
     /** Total decoded size of one email's attachments. */
     maxAttachmentsBytes: int('MAX_ATTACHMENTS_BYTES', 10 * 1024 * 1024, 1),
 
-    /** Emails one process sends at once. */
-    sendConcurrency: int('SEND_CONCURRENCY', 8, 1, 256),
+    /** Emails of a claimed batch handed to the relay at once (the pool's connections take them in turn). */
+    sendConcurrency: int('SEND_CONCURRENCY', 16, 1, 256),
+    /** Queue entries one claim takes: they are read, sent and recorded in bulk. */
+    sendBatchSize: int('SEND_BATCH_SIZE', 100, 1, 1000),
     /** How often an idle worker looks for due emails (a local accept wakes it at once). */
     sendPollMs: int('SEND_POLL_INTERVAL_MS', 500, 10),
     /**

@@ -86,7 +86,7 @@ export async function createEmailsServer(deps: { config: EmailsConfig; infra: Se
   const worker = createSendWorker({
     emails, queue, identities, suppressions: upstreams.suppressions, relay, logger: logger.child({ component: 'send-worker' }),
     classify: classifyRefusal,
-    concurrency: config.sendConcurrency, pollMs: config.sendPollMs, leaseMs: config.sendLeaseMs, minLeaseLeftMs: 2 * config.smtpTimeoutMs, maxAttempts: config.sendMaxAttempts,
+    concurrency: config.sendConcurrency, batchSize: config.sendBatchSize, pollMs: config.sendPollMs, leaseMs: config.sendLeaseMs, minLeaseLeftMs: 2 * config.smtpTimeoutMs, maxAttempts: config.sendMaxAttempts,
     retryBaseMs: config.retryBaseMs, retryMaxMs: config.retryMaxMs, verpSecret, bounceDomain: config.bounceDomain,
     tracking: { publicUrl: config.publicUrl, key: trackingKey },
   });
