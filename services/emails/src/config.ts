@@ -39,6 +39,13 @@ export function emailsConfigSpec() {
     sendConcurrency: int('SEND_CONCURRENCY', 16, 1, 256),
     /** Queue entries one claim takes: they are read, sent and recorded in bulk. */
     sendBatchSize: int('SEND_BATCH_SIZE', 100, 1, 1000),
+    /**
+     * How long the relay's first answer waits for others to share its bulk write. Also the longest an
+     * accepted message goes unrecorded beyond the write itself (a crash then may send it twice), so small.
+     */
+    sendOutcomeLingerMs: int('SEND_OUTCOME_LINGER_MS', 20, 0, 1_000),
+    /** How long the first delivery report waits for others to share its read and bulk write (the 250 follows the write). */
+    reportLingerMs: int('REPORT_LINGER_MS', 50, 0, 5_000),
     /** How often an idle worker looks for due emails (a local accept wakes it at once). */
     sendPollMs: int('SEND_POLL_INTERVAL_MS', 500, 10),
     /**

@@ -23,8 +23,8 @@ export interface SendWorkerOptions {
   readonly concurrency: number;
   /** Queue entries one claim takes. */
   readonly batchSize?: number;
-  /** Outcomes written in one bulk write at most, and how long the first waits for others. */
-  readonly outcomeBatch?: { readonly maxItems: number; readonly maxDelayMs: number };
+  /** How long the relay's first answer waits for others to share its bulk write. */
+  readonly outcomeLingerMs?: number;
   readonly pollMs: number;
   readonly leaseMs: number;
   /** An attempt starts only with at least this much of the lease left (the SMTP timeouts of one attempt). */
@@ -130,8 +130,8 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
   const outcomes = createGroupCommit<OutcomeItem, MutateResult | undefined>({
     // Small bulks: FerretDB v1 holds a SQLite connection for every statement of a bulk command until the
     // command ends (pool of 100), and large bulks under concurrent reads stall the whole database.
-    maxItems: opts.outcomeBatch?.maxItems ?? MAX_BULK,
-    maxDelayMs: opts.outcomeBatch?.maxDelayMs ?? 10,
+    maxItems: MAX_BULK,
+    maxDelayMs: opts.outcomeLingerMs ?? 20,
     flush: async (items) => {
       const results = await opts.emails.mutateMany(items, { now });
       // Also the emails left unchanged (a report finished them first): their entries follow them all the same.
@@ -286,7 +286,7 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
       opts.queue.extendLeases(first.claimId, ids, new Date(until))
         .then(() => { lease.until = until; })
         .catch((err: unknown) => opts.logger.warn({ err }, 'could not extend the leases of a send batch'));
-    }, Math.max(opts.leaseMs / 4, 250));
+    }, Math.max(opts.leaseMs / 3, 250));
     try {
       await sendBatch(entries, lease);
     } finally {
