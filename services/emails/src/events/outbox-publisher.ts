@@ -116,7 +116,10 @@ export function createOutboxPublisher(opts: {
   /** Removes the due (or, when `all`, every) published entries still on their emails. */
   async function removeDue(all = false): Promise<void> {
     const now = Date.now();
-    const due = [...removals].filter(([, r]) => all || r.dueAt <= now);
+    let due = [...removals].filter(([, r]) => all || r.dueAt <= now);
+    // Full bulks only, unless the oldest has waited another removeAfterMs: fewer, fuller writes under load.
+    const oldest = due.reduce((min, [, r]) => Math.min(min, r.dueAt), Infinity);
+    if (!all && oldest > now - removeAfterMs) due = due.slice(0, due.length - (due.length % BATCH));
     for (let i = 0; i < due.length; i += BATCH) {
       const chunk = due.slice(i, i + BATCH);
       for (const [emailId] of chunk) removals.delete(emailId);
