@@ -44,6 +44,8 @@ export function emailsConfigSpec() {
      * accepted message goes unrecorded beyond the write itself (a crash then may send it twice), so small.
      */
     sendOutcomeLingerMs: int('SEND_OUTCOME_LINGER_MS', 20, 0, 1_000),
+    /** How long the first accepted send waits for others to share its inserts (queue, contents, emails). */
+    acceptLingerMs: int('ACCEPT_LINGER_MS', 2, 0, 1_000),
     /** How long the first delivery report waits for others to share its read and bulk write (the 250 follows the write). */
     reportLingerMs: int('REPORT_LINGER_MS', 50, 0, 5_000),
     /** How often an idle worker looks for due emails (a local accept wakes it at once). */

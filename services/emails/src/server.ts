@@ -94,7 +94,7 @@ export async function createEmailsServer(deps: { config: EmailsConfig; infra: Se
   const accept = createAcceptor({
     emails, queue, templates, idempotency, identities, suppressions: upstreams.suppressions, quota: upstreams.quota,
     maxAttachmentsBytes: config.maxAttachmentsBytes, idempotencyTtlMs: config.idempotencyTtlMs, idempotencyTakeoverMs: config.idempotencyTakeoverMs,
-    logger, onAccepted: () => worker.wake(),
+    logger, onAccepted: () => worker.wake(), lingerMs: config.acceptLingerMs,
   });
 
   const handlers = createEmailsHandlers({

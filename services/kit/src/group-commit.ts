@@ -17,8 +17,13 @@ export interface GroupCommitOptions<T, R> {
    * Error for an item that failed alone. Throwing fails the whole batch.
    */
   readonly flush: (items: readonly T[]) => Promise<readonly (R | Error)[]>;
-  /** A batch is written as soon as it holds this many items. */
+  /** A batch is written as soon as it holds this many items (or this much weight, with `weigh`). */
   readonly maxItems: number;
+  /**
+   * The weight of an item (say, the documents a call writes), when batches are bounded by that rather than
+   * by the number of items. A batch always takes at least one item, however heavy.
+   */
+  readonly weigh?: (item: T) => number;
   /** The longest the first item of a batch waits for others. */
   readonly maxDelayMs: number;
 }
@@ -42,6 +47,8 @@ export function createGroupCommit<T, R>(opts: GroupCommitOptions<T, R>): GroupCo
   if (!(opts.maxItems >= 1)) throw new Error('group commit: maxItems must be at least 1');
   if (!(opts.maxDelayMs >= 0)) throw new Error('group commit: maxDelayMs must not be negative');
   let waiting: Waiting<T, R>[] = [];
+  let waitingWeight = 0;
+  const weigh = opts.weigh ?? (() => 1);
   let inFlight = 0;
   let running: Promise<void> | undefined;
   let timer: NodeJS.Timeout | undefined;
@@ -69,8 +76,17 @@ export function createGroupCommit<T, R>(opts: GroupCommitOptions<T, R>): GroupCo
     if (running || waiting.length === 0) return;
     clearTimeout(timer);
     timer = undefined;
-    const batch = waiting.slice(0, opts.maxItems);
-    waiting = waiting.slice(batch.length);
+    let take = 0;
+    let weight = 0;
+    while (take < waiting.length) {
+      const w = weigh(waiting[take]!.item);
+      if (take > 0 && weight + w > opts.maxItems) break;
+      weight += w;
+      take++;
+    }
+    const batch = waiting.slice(0, take);
+    waiting = waiting.slice(take);
+    waitingWeight -= weight;
     running = runBatch(batch).finally(() => {
       running = undefined;
       // What arrived meanwhile has already waited at least one flush: write it now.
@@ -80,7 +96,7 @@ export function createGroupCommit<T, R>(opts: GroupCommitOptions<T, R>): GroupCo
 
   function arm(): void {
     if (running || timer) return;
-    if (waiting.length >= opts.maxItems) {
+    if (waitingWeight >= opts.maxItems) {
       kick();
       return;
     }
@@ -94,7 +110,8 @@ export function createGroupCommit<T, R>(opts: GroupCommitOptions<T, R>): GroupCo
     submit(item) {
       return new Promise<R>((resolve, reject) => {
         waiting.push({ item, resolve, reject });
-        if (waiting.length >= opts.maxItems) kick();
+        waitingWeight += weigh(item);
+        if (waitingWeight >= opts.maxItems) kick();
         else arm();
       });
     },

@@ -21,7 +21,7 @@ beforeAll(async () => {
   // A batch holds what arrives within its linger. On a loaded test machine the sink takes a few mails a second,
   // so the lingers are longer here than in production, where answers and reports arrive closer together:
   // the counts then show the batching, not the machine's speed.
-  h = await startHarness({ emailsEnv: { MONGO_URL: url.toString(), SEND_OUTCOME_LINGER_MS: '300', REPORT_LINGER_MS: '500' } });
+  h = await startHarness({ emailsEnv: { MONGO_URL: url.toString(), SEND_OUTCOME_LINGER_MS: '300', REPORT_LINGER_MS: '500', ACCEPT_LINGER_MS: '300' } });
   h.primary.svc.infra.mongo.client.on('commandStarted', (e: CommandStartedEvent) => {
     if (e.databaseName === h.emailsDb) commands.push(e);
   });
@@ -75,6 +75,30 @@ describe('storage operations per email', () => {
     expect(emailsWrites, JSON.stringify(summary)).toBeLessThanOrEqual(N / 4 + 10);
     expect(queueWrites, JSON.stringify(summary)).toBeLessThanOrEqual(N / 4 + 10);
     expect(emailsReads, JSON.stringify(summary)).toBeLessThanOrEqual(N / 5 + 10);
+  });
+});
+
+describe('accept group commit', () => {
+  it('concurrent single sends share their inserts, and each call gets its own email', async () => {
+    const tag = Date.now().toString(36);
+    const n = 40;
+    commands.length = 0;
+    const results = await Promise.all(Array.from({ length: n }, (_, i) => h.emails.call.sendEmail({
+      teamId: sender.teamId,
+      email: { to: [`acc${i}+${tag}@inbox.example.org`], from: `shop@${sender.domain}`, subject: `Acc ${i}`, text: 'x', replyTo: [], cc: [], bcc: [], headers: {}, attachments: [] },
+    })));
+    const ids = results.map((r) => r.emailId);
+    expect(new Set(ids).size).toBe(n);
+    const inserts = (coll: string) => commands.filter((c) => c.commandName === 'insert' && collectionOf(c) === coll).length;
+    const summary = JSON.stringify({ emails: inserts('emails'), queue: inserts('send_queue'), contents: inserts('email_contents') });
+    // One insert per call before; the calls that meet within the linger now share one per collection.
+    expect(inserts('emails'), summary).toBeLessThanOrEqual(n / 2);
+    expect(inserts('send_queue'), summary).toBeLessThanOrEqual(n / 2);
+    // Each call's email is there with its own subject.
+    for (const [i, id] of ids.entries()) {
+      const got = await h.emails.call.getEmail({ teamId: sender.teamId, emailId: id });
+      expect(got.email!.subject).toBe(`Acc ${i}`);
+    }
   });
 });
 

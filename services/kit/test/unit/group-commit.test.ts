@@ -71,6 +71,21 @@ describe('group commit', () => {
     expect(gc.size).toBe(0);
   });
 
+  it('with a weight, a batch holds at most that much (but always one item, however heavy)', async () => {
+    const flushes: number[][] = [];
+    const gate = deferred<void>();
+    const gc = createGroupCommit<number, number>({
+      maxItems: 100, maxDelayMs: 0, weigh: (n) => n,
+      flush: async (items) => { flushes.push([...items]); if (flushes.length === 1) await gate.promise; return [...items]; },
+    });
+    const first = gc.submit(1);
+    await new Promise((r) => setTimeout(r, 10));
+    const later = [60, 30, 20, 150, 5].map((n) => gc.submit(n));
+    gate.resolve();
+    await Promise.all([first, ...later]);
+    expect(flushes).toEqual([[1], [60, 30], [20], [150], [5]]);
+  });
+
   it('refuses nonsense sizes', () => {
     expect(() => createGroupCommit({ maxItems: 0, maxDelayMs: 1, flush: async () => [] })).toThrow(/maxItems/);
     expect(() => createGroupCommit({ maxItems: 1, maxDelayMs: -1, flush: async () => [] })).toThrow(/maxDelayMs/);
