@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { createGroupCommit, type Logger } from '@mailfleet/kit';
 import type { BounceDetails } from '../domain/event-data.js';
-import type { EmailRecord, EmailsRepository, Mutation } from '../repositories/emails.repository.js';
+import type { EmailRecord, EmailsRepository, MutateResult, Mutation } from '../repositories/emails.repository.js';
 import type { SendQueueRepository } from '../repositories/send-queue.repository.js';
 import type { DsnRecipient, InboundReport } from './reports.js';
 
@@ -118,18 +118,29 @@ export function createReportHandler(deps: ReportHandlerDeps & { readonly lingerM
       for (const i of items) if (!found.has(i.emailId)) deps.logger.info({ emailId: i.emailId, kind: i.report.kind }, 'report for an unknown email ignored');
       // A worker may be sending one of these emails right now (the report beat its write of the relay's 250): the
       // report wins, and the worker's own write then finds the recipients no longer pending.
-      const results = await deps.emails.mutateMany(
-        known.map((i) => ({ initial: found.get(i.emailId)!, fn: (x: EmailRecord) => reportMutation(x, i.report, i.key, deps.classify, now()) })),
-        { now },
-      );
+      const changes = known.map((i) => ({ initial: found.get(i.emailId)!, fn: (x: EmailRecord) => reportMutation(x, i.report, i.key, deps.classify, now()) }));
+      let results: (MutateResult | undefined | Error)[];
+      try {
+        results = await deps.emails.mutateMany(changes, { now });
+      } catch (err) {
+        if (changes.length <= 1) throw err;
+        // One statement may be what failed the bulk: each report is written again on its own (one already
+        // written is recognised by its key), so only that report is answered 451.
+        results = await Promise.all(changes.map((c) => deps.emails.mutateMany([c], { now }).then((r) => r[0], (e: unknown) => (e instanceof Error ? e : new Error(String(e))))));
+      }
+      const failed = new Map<ReportItem, Error>();
       const finished = new Set<string>();
       results.forEach((res, n) => {
         const item = known[n]!;
+        if (res instanceof Error) {
+          failed.set(item, res);
+          return;
+        }
         if (res?.applied && res.record.sendState === 'DONE' && found.get(item.emailId)!.sendState === 'PENDING') finished.add(item.emailId);
         if (res?.applied) deps.logger.debug({ emailId: item.emailId, kind: item.report.kind }, 'delivery report recorded');
       });
       if (finished.size > 0) await deps.queue.removeMany([...finished]).catch(() => undefined);
-      return items.map(() => undefined);
+      return items.map((i) => failed.get(i));
     },
   });
   return async function onReport(emailId: string, report: InboundReport, raw: Buffer): Promise<void> {

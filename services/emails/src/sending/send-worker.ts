@@ -71,6 +71,10 @@ interface OutcomeItem {
   readonly fn: (e: EmailRecord) => Mutation | null;
 }
 
+function asError(e: unknown): Error {
+  return e instanceof Error ? e : new Error(String(e));
+}
+
 async function mapLimit<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
   const run = async () => {
@@ -133,9 +137,17 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
     maxItems: MAX_BULK,
     maxDelayMs: opts.outcomeLingerMs ?? 20,
     flush: async (items) => {
-      const results = await opts.emails.mutateMany(items, { now });
+      let results: (MutateResult | undefined | Error)[];
+      try {
+        results = await opts.emails.mutateMany(items, { now });
+      } catch (err) {
+        if (items.length === 1) throw err;
+        // One statement may be what failed the bulk: each is written again on its own (one already written is
+        // recognised by what it wrote), so only that one fails and is retried by its caller.
+        results = await Promise.all(items.map((i) => opts.emails.mutateMany([i], { now }).then((r) => r[0], (e: unknown) => asError(e))));
+      }
       // Also the emails left unchanged (a report finished them first): their entries follow them all the same.
-      const changed = results.filter((r): r is MutateResult => r !== undefined).map((r) => r.record);
+      const changed = results.filter((r): r is MutateResult => r !== undefined && !(r instanceof Error)).map((r) => r.record);
       const gone = items.filter((_, i) => results[i] === undefined).map((i) => i.initial.id);
       await settleQueue(changed);
       if (gone.length > 0) await opts.queue.removeMany(gone).catch(() => undefined);
