@@ -84,7 +84,9 @@ export function createOutboxPublisher(opts: {
       ? { _id: id, outbox }
       : opts.collection.findOne({ _id: id } as Document, { projection: { _id: 1, outbox: 1 } })))))
       .filter((d) => d !== null);
-    for (const doc of docs) {
+    // The emails of a round are published concurrently (each publish waits for the stream's ack); one email's
+    // entries stay in order.
+    const settled = await Promise.allSettled(docs.map(async (doc) => {
       const entries = ((doc.outbox ?? []) as OutboxEntry[]).filter((e) => !published.has(e.id));
       const done: OutboxEntry[] = [];
       try {
@@ -96,7 +98,9 @@ export function createOutboxPublisher(opts: {
       } finally {
         if (done.length > 0) remember(String(doc._id), done);
       }
-    }
+    }));
+    const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
   }
 
   async function drain(): Promise<void> {
