@@ -222,13 +222,13 @@ export interface EmailsRepository {
   mutate(id: string, fn: (e: EmailRecord) => Mutation | null, opts?: { initial?: EmailRecord; now?: () => Date; teamId?: string }): Promise<MutateResult | undefined>;
   /**
    * `mutate` for many emails in one bulk write (each still a compare-and-set on its version); only when
-   * some lost to another writer, one read of the batch and another round for those. Undefined for an
+   * some lost to another writer, a read of the batch and another round for those. Undefined for an
    * email that is gone.
    */
   mutateMany(items: readonly { initial: EmailRecord; fn: (e: EmailRecord) => Mutation | null }[], opts?: { now?: () => Date }): Promise<(MutateResult | undefined)[]>;
-  /** Many emails by id in one read (missing ones are left out). */
+  /** Many emails by id (missing ones are left out): one read on MongoDB, one lookup per id on FerretDB (see byIds). */
   getManyById(ids: readonly string[]): Promise<EmailRecord[]>;
-  /** The contents of many emails in one read. */
+  /** The contents of many emails, read as `getManyById` reads. */
   contentsOf(ids: readonly string[]): Promise<Map<string, EmailContent>>;
   contentOf(id: string): Promise<EmailContent>;
   attachmentsOf(id: string): Promise<{ filename: string; content: Buffer }[]>;
@@ -290,6 +290,23 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
       const at = s.occurredAt ?? now;
       return createEvent(eventTypeOf(s.status), teamId, emailEventData(facts, s.status, at, s.extras), now);
     });
+  }
+
+  /**
+   * Documents by id, in one `find _id $in` on MongoDB. FerretDB v1 uses the primary key only for plain
+   * equality and scans the whole collection for `$in` (measured at 10,000 emails: 1.2 s for 100 ids against
+   * 0.2 s for 100 concurrent `findOne`), so there each id is its own lookup: more commands, none of them
+   * a scan, and reads do not wait for the collection's writes.
+   */
+  let scansForIn: Promise<boolean> | undefined;
+  async function byIds<D extends { _id: string }>(c: Collection<D>, ids: readonly string[], extra: Record<string, unknown> = {}): Promise<D[]> {
+    if (ids.length === 0) return [];
+    scansForIn ??= db.command({ buildInfo: 1 }).then((info) => 'ferretdbVersion' in info, () => false);
+    if (await scansForIn) {
+      const docs = await Promise.all(ids.map((id) => c.findOne({ _id: id, ...extra } as Filter<D>)));
+      return docs.filter((d) => d !== null) as D[];
+    }
+    return (await c.find({ _id: { $in: [...ids] }, ...extra } as Filter<D>).toArray()) as D[];
   }
 
   /**
@@ -508,7 +525,7 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
         }
         // Some compare-and-sets lost to another writer: one read of the batch tells which landed (their
         // marker is there) and gives the others their current state to compute the change again.
-        const docs = await col.find({ _id: { $in: marked.map((p) => p.write.record.id) } } as Filter<EmailDoc>).toArray();
+        const docs = await byIds(col, [...new Set(marked.map((p) => p.write.record.id))]);
         const byId = new Map(docs.map((d) => [d._id, d]));
         open = [];
         for (const p of marked) {
@@ -527,12 +544,11 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
 
     async getManyById(ids) {
       if (ids.length === 0) return [];
-      const docs = await col.find({ _id: { $in: [...ids] }, ...NOT_DELETED } as Filter<EmailDoc>).toArray();
-      return docs.map(toRecord);
+      return (await byIds(col, [...new Set(ids)], NOT_DELETED)).map(toRecord);
     },
     async contentsOf(ids) {
       if (ids.length === 0) return new Map();
-      const docs = await contents.find({ _id: { $in: [...ids] } }).toArray();
+      const docs = await byIds(contents, [...new Set(ids)]);
       const byId = new Map(docs.map((d) => [d._id, d]));
       return new Map(ids.map((id) => [id, toContent(byId.get(id))]));
     },

@@ -74,7 +74,12 @@ describe('storage operations per email', () => {
     // on the emails; the queue's also include the lease extensions of running batches (by time, not by email).
     expect(emailsWrites, JSON.stringify(summary)).toBeLessThanOrEqual(N / 4 + 10);
     expect(queueWrites, JSON.stringify(summary)).toBeLessThanOrEqual(N / 4 + 10);
-    expect(emailsReads, JSON.stringify(summary)).toBeLessThanOrEqual(N / 5 + 10);
+    // Reads by id are one `$in` per batch on MongoDB; FerretDB v1 scans the collection for `$in`, so there
+    // the service looks each id up by its primary key (the worker's read, the report's, and a re-read of the
+    // emails whose compare-and-set lost to another writer: with this test's long lingers reports often beat
+    // the worker's write).
+    const ferret = 'ferretdbVersion' in (await h.primary.svc.infra.mongo.db.command({ buildInfo: 1 }));
+    expect(emailsReads, JSON.stringify(summary)).toBeLessThanOrEqual(ferret ? 3 * N : N / 5 + 10);
   });
 });
 
