@@ -35,8 +35,19 @@ export function emailsConfigSpec() {
     /** Total decoded size of one email's attachments. */
     maxAttachmentsBytes: int('MAX_ATTACHMENTS_BYTES', 10 * 1024 * 1024, 1),
 
-    /** Emails one process sends at once. */
-    sendConcurrency: int('SEND_CONCURRENCY', 8, 1, 256),
+    /** Emails of a claimed batch handed to the relay at once (the pool's connections take them in turn). */
+    sendConcurrency: int('SEND_CONCURRENCY', 16, 1, 256),
+    /** Queue entries one claim takes: they are read, sent and recorded in bulk. */
+    sendBatchSize: int('SEND_BATCH_SIZE', 100, 1, 1000),
+    /**
+     * How long the relay's first answer waits for others to share its bulk write. Also the longest an
+     * accepted message goes unrecorded beyond the write itself (a crash then may send it twice), so small.
+     */
+    sendOutcomeLingerMs: int('SEND_OUTCOME_LINGER_MS', 20, 0, 1_000),
+    /** How long the first accepted send waits for others to share its inserts (queue, contents, emails). */
+    acceptLingerMs: int('ACCEPT_LINGER_MS', 2, 0, 1_000),
+    /** How long the first delivery report waits for others to share its read and bulk write (the 250 follows the write). */
+    reportLingerMs: int('REPORT_LINGER_MS', 50, 0, 5_000),
     /** How often an idle worker looks for due emails (a local accept wakes it at once). */
     sendPollMs: int('SEND_POLL_INTERVAL_MS', 500, 10),
     /**

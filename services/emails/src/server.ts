@@ -86,7 +86,7 @@ export async function createEmailsServer(deps: { config: EmailsConfig; infra: Se
   const worker = createSendWorker({
     emails, queue, identities, suppressions: upstreams.suppressions, relay, logger: logger.child({ component: 'send-worker' }),
     classify: classifyRefusal,
-    concurrency: config.sendConcurrency, pollMs: config.sendPollMs, leaseMs: config.sendLeaseMs, minLeaseLeftMs: 2 * config.smtpTimeoutMs, maxAttempts: config.sendMaxAttempts,
+    concurrency: config.sendConcurrency, batchSize: config.sendBatchSize, outcomeLingerMs: config.sendOutcomeLingerMs, pollMs: config.sendPollMs, leaseMs: config.sendLeaseMs, minLeaseLeftMs: 2 * config.smtpTimeoutMs, maxAttempts: config.sendMaxAttempts,
     retryBaseMs: config.retryBaseMs, retryMaxMs: config.retryMaxMs, verpSecret, bounceDomain: config.bounceDomain,
     tracking: { publicUrl: config.publicUrl, key: trackingKey },
   });
@@ -94,7 +94,7 @@ export async function createEmailsServer(deps: { config: EmailsConfig; infra: Se
   const accept = createAcceptor({
     emails, queue, templates, idempotency, identities, suppressions: upstreams.suppressions, quota: upstreams.quota,
     maxAttachmentsBytes: config.maxAttachmentsBytes, idempotencyTtlMs: config.idempotencyTtlMs, idempotencyTakeoverMs: config.idempotencyTakeoverMs,
-    logger, onAccepted: () => worker.wake(),
+    logger, onAccepted: () => worker.wake(), lingerMs: config.acceptLingerMs,
   });
 
   const handlers = createEmailsHandlers({
@@ -104,7 +104,7 @@ export async function createEmailsServer(deps: { config: EmailsConfig; infra: Se
   const inbound = await startInboundSmtpServer({
     port: config.inboundSmtpPort, host: config.inboundSmtpHost, bounceDomain: config.bounceDomain, secret: verpSecret,
     logger: logger.child({ component: 'inbound-smtp' }),
-    onReport: createReportHandler({ emails, queue, classify: classifyBounce, logger }),
+    onReport: createReportHandler({ emails, queue, classify: classifyBounce, logger, lingerMs: config.reportLingerMs }),
   });
   logger.info({ port: inbound.port, bounceDomain: config.bounceDomain }, 'inbound SMTP listener for delivery reports started');
 

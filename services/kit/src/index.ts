@@ -18,3 +18,4 @@ export * from './poller.js';
 export * from './count-once.js';
 export * from './book-cursor.js';
 export * from './addresses.js';
+export * from './group-commit.js';

@@ -84,7 +84,9 @@ export function createOutboxPublisher(opts: {
       ? { _id: id, outbox }
       : opts.collection.findOne({ _id: id } as Document, { projection: { _id: 1, outbox: 1 } })))))
       .filter((d) => d !== null);
-    for (const doc of docs) {
+    // The emails of a round are published concurrently (each publish waits for the stream's ack); one email's
+    // entries stay in order.
+    const settled = await Promise.allSettled(docs.map(async (doc) => {
       const entries = ((doc.outbox ?? []) as OutboxEntry[]).filter((e) => !published.has(e.id));
       const done: OutboxEntry[] = [];
       try {
@@ -96,7 +98,9 @@ export function createOutboxPublisher(opts: {
       } finally {
         if (done.length > 0) remember(String(doc._id), done);
       }
-    }
+    }));
+    const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
   }
 
   async function drain(): Promise<void> {
@@ -116,7 +120,10 @@ export function createOutboxPublisher(opts: {
   /** Removes the due (or, when `all`, every) published entries still on their emails. */
   async function removeDue(all = false): Promise<void> {
     const now = Date.now();
-    const due = [...removals].filter(([, r]) => all || r.dueAt <= now);
+    let due = [...removals].filter(([, r]) => all || r.dueAt <= now);
+    // Full bulks only, unless the oldest has waited another removeAfterMs: fewer, fuller writes under load.
+    const oldest = due.reduce((min, [, r]) => Math.min(min, r.dueAt), Infinity);
+    if (!all && oldest > now - removeAfterMs) due = due.slice(0, due.length - (due.length % BATCH));
     for (let i = 0; i < due.length; i += BATCH) {
       const chunk = due.slice(i, i + BATCH);
       for (const [emailId] of chunk) removals.delete(emailId);

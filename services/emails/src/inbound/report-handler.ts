@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import type { Logger } from '@mailfleet/kit';
+import { createGroupCommit, type Logger } from '@mailfleet/kit';
 import type { BounceDetails } from '../domain/event-data.js';
-import type { EmailRecord, EmailsRepository, Mutation } from '../repositories/emails.repository.js';
+import type { EmailRecord, EmailsRepository, MutateResult, Mutation } from '../repositories/emails.repository.js';
 import type { SendQueueRepository } from '../repositories/send-queue.repository.js';
 import type { DsnRecipient, InboundReport } from './reports.js';
 
@@ -89,27 +89,61 @@ export function reportMutation(e: EmailRecord, report: InboundReport, key: strin
   return { set, unset, events, addReportKey: key };
 }
 
+interface ReportItem {
+  readonly emailId: string;
+  readonly report: InboundReport;
+  readonly key: string;
+}
+
 /**
- * `onReport` of the inbound SMTP listener. Throws only when the report could
- * not be recorded (the listener then answers 451 and the reporting MTA tries
- * again); an email that does not exist (deleted since) is acknowledged and
- * forgotten.
+ * `onReport` of the inbound SMTP listener. Reports that arrive within a few
+ * milliseconds of each other are applied together (a group commit): one read
+ * of their emails, one bulk write of the changes (each a compare-and-set on
+ * the email's version, with its events in the same write), one removal of
+ * the queue entries of emails they finished. The promise of each report
+ * settles only once that write is done, so the listener answers 250 after
+ * the report is durable. Throws only when the report could not be recorded
+ * (the listener then answers 451 and the reporting MTA tries again); an email
+ * that does not exist (deleted since) is acknowledged and forgotten.
  */
-export function createReportHandler(deps: ReportHandlerDeps) {
+export function createReportHandler(deps: ReportHandlerDeps & { readonly lingerMs?: number }) {
   const now = deps.now ?? (() => new Date());
+  const commit = createGroupCommit<ReportItem, void>({
+    // Small bulks: FerretDB v1 holds a SQLite connection per statement of a bulk command until it ends.
+    maxItems: 25,
+    maxDelayMs: deps.lingerMs ?? 50,
+    flush: async (items) => {
+      const found = new Map((await deps.emails.getManyById([...new Set(items.map((i) => i.emailId))])).map((e) => [e.id, e]));
+      const known = items.filter((i) => found.has(i.emailId));
+      for (const i of items) if (!found.has(i.emailId)) deps.logger.info({ emailId: i.emailId, kind: i.report.kind }, 'report for an unknown email ignored');
+      // A worker may be sending one of these emails right now (the report beat its write of the relay's 250): the
+      // report wins, and the worker's own write then finds the recipients no longer pending.
+      const changes = known.map((i) => ({ initial: found.get(i.emailId)!, fn: (x: EmailRecord) => reportMutation(x, i.report, i.key, deps.classify, now()) }));
+      let results: (MutateResult | undefined | Error)[];
+      try {
+        results = await deps.emails.mutateMany(changes, { now });
+      } catch (err) {
+        if (changes.length <= 1) throw err;
+        // One statement may be what failed the bulk: each report is written again on its own (one already
+        // written is recognised by its key), so only that report is answered 451.
+        results = await Promise.all(changes.map((c) => deps.emails.mutateMany([c], { now }).then((r) => r[0], (e: unknown) => (e instanceof Error ? e : new Error(String(e))))));
+      }
+      const failed = new Map<ReportItem, Error>();
+      const finished = new Set<string>();
+      results.forEach((res, n) => {
+        const item = known[n]!;
+        if (res instanceof Error) {
+          failed.set(item, res);
+          return;
+        }
+        if (res?.applied && res.record.sendState === 'DONE' && found.get(item.emailId)!.sendState === 'PENDING') finished.add(item.emailId);
+        if (res?.applied) deps.logger.debug({ emailId: item.emailId, kind: item.report.kind }, 'delivery report recorded');
+      });
+      if (finished.size > 0) await deps.queue.removeMany([...finished]).catch(() => undefined);
+      return items.map((i) => failed.get(i));
+    },
+  });
   return async function onReport(emailId: string, report: InboundReport, raw: Buffer): Promise<void> {
-    const e = await deps.emails.getById(emailId);
-    if (!e) {
-      deps.logger.info({ emailId, kind: report.kind }, 'report for an unknown email ignored');
-      return;
-    }
-    // A worker may be sending this email right now (the report beat its write of the relay's 250): the report
-    // wins, and the worker's own write then finds the recipients no longer pending.
-    const key = reportKey(raw);
-    const res = await deps.emails.mutate(emailId, (x) => reportMutation(x, report, key, deps.classify, now()), { initial: e, now });
-    if (res?.applied) {
-      if (res.record.sendState === 'DONE' && e.sendState === 'PENDING') await deps.queue.remove(emailId).catch(() => undefined);
-      deps.logger.debug({ emailId, kind: report.kind }, 'delivery report recorded');
-    }
+    await commit.submit({ emailId, report, key: reportKey(raw) });
   };
 }

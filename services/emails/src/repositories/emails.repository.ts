@@ -183,6 +183,16 @@ export interface MutateResult {
   readonly events: readonly EventEnvelope[];
 }
 
+/** A compare-and-set update computed from a known state, before it is written. */
+interface PlannedWrite {
+  readonly filter: Filter<EmailDoc>;
+  readonly update: UpdateFilter<EmailDoc>;
+  readonly record: EmailRecord;
+  readonly events: readonly EventEnvelope[];
+  readonly outbox: readonly OutboxEntry[];
+  readonly marker: { readonly eventId: string } | { readonly reportKey: string } | undefined;
+}
+
 export interface ListFilter {
   readonly startDate?: Date | undefined;
   readonly endDate?: Date | undefined;
@@ -210,6 +220,16 @@ export interface EmailsRepository {
   listFeedback(teamId: string, kind: 'bounce' | 'complaint', page: number, limit: number): Promise<{ items: FeedbackItem[]; count: number }>;
   /** Compare-and-set on the version: re-reads and recomputes on a conflict. */
   mutate(id: string, fn: (e: EmailRecord) => Mutation | null, opts?: { initial?: EmailRecord; now?: () => Date; teamId?: string }): Promise<MutateResult | undefined>;
+  /**
+   * `mutate` for many emails in one bulk write (each still a compare-and-set on its version); only when
+   * some lost to another writer, a read of the batch and another round for those. Undefined for an
+   * email that is gone.
+   */
+  mutateMany(items: readonly { initial: EmailRecord; fn: (e: EmailRecord) => Mutation | null }[], opts?: { now?: () => Date }): Promise<(MutateResult | undefined)[]>;
+  /** Many emails by id (missing ones are left out): one read on MongoDB, one lookup per id on FerretDB (see byIds). */
+  getManyById(ids: readonly string[]): Promise<EmailRecord[]>;
+  /** The contents of many emails, read as `getManyById` reads. */
+  contentsOf(ids: readonly string[]): Promise<Map<string, EmailContent>>;
   contentOf(id: string): Promise<EmailContent>;
   attachmentsOf(id: string): Promise<{ filename: string; content: Buffer }[]>;
   deleteAttachments(id: string): Promise<void>;
@@ -272,7 +292,79 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
     });
   }
 
-  return {
+  /**
+   * Documents by id, in one `find _id $in` on MongoDB. FerretDB v1 uses the primary key only for plain
+   * equality and scans the whole collection for `$in` (measured at 10,000 emails: 1.2 s for 100 ids against
+   * 0.2 s for 100 concurrent `findOne`), so there each id is its own lookup: more commands, none of them
+   * a scan, and reads do not wait for the collection's writes.
+   */
+  let scansForIn: Promise<boolean> | undefined;
+  async function byIds<D extends { _id: string }>(c: Collection<D>, ids: readonly string[], extra: Record<string, unknown> = {}): Promise<D[]> {
+    if (ids.length === 0) return [];
+    scansForIn ??= db.command({ buildInfo: 1 }).then((info) => 'ferretdbVersion' in info, () => false);
+    if (await scansForIn) {
+      const docs = await Promise.all(ids.map((id) => c.findOne({ _id: id, ...extra } as Filter<D>)));
+      return docs.filter((d) => d !== null) as D[];
+    }
+    return (await c.find({ _id: { $in: [...ids] }, ...extra } as Filter<D>).toArray()) as D[];
+  }
+
+  /**
+   * The compare-and-set write of a mutation on `current`, computed without I/O: the update carries the
+   * status, the stored events and their outbox entries in one document write.
+   */
+  function buildWrite(current: EmailRecord, m: Mutation, now: Date): PlannedWrite {
+    const specs = m.events ?? [];
+    const events = buildEvents(current.teamId, factsOf(current), specs, now);
+    let latest = current.latestStatus;
+    for (const s of specs) latest = advanceStatus(latest, s.status);
+    const stored = events
+      .map((ev, i) => ({ ev, spec: specs[i]! }))
+      .filter(({ spec }) => spec.store !== false)
+      .map(({ ev, spec }) => ({ id: ev.id, status: spec.status, data: storedEventData(spec.extras), createdAt: spec.occurredAt ?? now }));
+    const set: Record<string, unknown> = { ...(m.set ?? {}), latestStatus: latest, updatedAt: now };
+    const update: Record<string, unknown> = { $set: set, $inc: { version: 1, ...(m.incTracking ? { trackingEventCount: 1 } : {}) } };
+    if (m.unset && m.unset.length > 0) update.$unset = Object.fromEntries(m.unset.map((k) => [k, '']));
+    const push: Record<string, unknown> = {};
+    if (stored.length > 0) push.events = { $each: stored };
+    if (m.addReportKey) push.reportKeys = m.addReportKey;
+    if (Object.keys(push).length > 0) update.$push = push;
+    // Entries this process already published leave with this write: no separate removal (a rewrite of
+    // the whole document on FerretDB) for them. Entries it does not know of are kept.
+    const done = hooks.isPublished ? current.outbox.filter((e) => hooks.isPublished!(e.id)) : [];
+    let outbox: OutboxEntry[];
+    let write: UpdateFilter<EmailDoc>;
+    if (done.length > 0) {
+      outbox = [...current.outbox.filter((e) => !done.includes(e)), ...outboxEntries(events)];
+      set.outbox = outbox;
+      write = update as UpdateFilter<EmailDoc>;
+    } else {
+      outbox = [...current.outbox, ...outboxEntries(events)];
+      write = withOutbox(update as UpdateFilter<EmailDoc>, events);
+    }
+    const record = { ...applyLocally(current, { set, unset: m.unset ?? [], stored, reportKey: m.addReportKey, incTracking: m.incTracking === true }), outbox };
+    // What shows, on a later read, that this very write landed: an event id it stored or the report key it added.
+    const marker = stored[0] ? { eventId: stored[0].id } : m.addReportKey ? { reportKey: m.addReportKey } : undefined;
+    return {
+      filter: { _id: current.id, version: current.version, ...NOT_DELETED } as Filter<EmailDoc>, update: write, record, events, outbox, marker,
+    };
+  }
+
+  function written(w: PlannedWrite): MutateResult {
+    if (w.events.length > 0) hooks.onWritten?.(w.record.id, w.outbox);
+    return { applied: true, record: w.record, events: w.events };
+  }
+
+  function landed(d: EmailDoc, w: PlannedWrite): boolean {
+    if (!w.marker) return false;
+    if ('eventId' in w.marker) {
+      const id = w.marker.eventId;
+      return (d.events ?? []).some((e) => e.id === id);
+    }
+    return (d.reportKeys ?? []).includes(w.marker.reportKey);
+  }
+
+  const repo: EmailsRepository = {
     collection: col as unknown as Collection<Document>,
     async ensureIndexes() {
       await col.createIndex({ teamId: 1, createdAt: -1 }, { name: 'team_created' });
@@ -396,46 +488,70 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
         }
         const m = fn(current);
         if (!m) return { applied: false, record: current, events: [] };
-        const now = clock();
-        const specs = m.events ?? [];
-        const events = buildEvents(current.teamId, factsOf(current), specs, now);
-        let latest = current.latestStatus;
-        for (const s of specs) latest = advanceStatus(latest, s.status);
-        const stored = events
-          .map((ev, i) => ({ ev, spec: specs[i]! }))
-          .filter(({ spec }) => spec.store !== false)
-          .map(({ ev, spec }) => ({ id: ev.id, status: spec.status, data: storedEventData(spec.extras), createdAt: spec.occurredAt ?? now }));
-        const set: Record<string, unknown> = { ...(m.set ?? {}), latestStatus: latest, updatedAt: now };
-        const update: Record<string, unknown> = { $set: set, $inc: { version: 1, ...(m.incTracking ? { trackingEventCount: 1 } : {}) } };
-        if (m.unset && m.unset.length > 0) update.$unset = Object.fromEntries(m.unset.map((k) => [k, '']));
-        const push: Record<string, unknown> = {};
-        if (stored.length > 0) push.events = { $each: stored };
-        if (m.addReportKey) push.reportKeys = m.addReportKey;
-        if (Object.keys(push).length > 0) update.$push = push;
-        // Entries this process already published leave with this write: no separate removal (a rewrite of
-        // the whole document on FerretDB) for them. Entries it does not know of are kept.
-        const done = hooks.isPublished ? current.outbox.filter((e) => hooks.isPublished!(e.id)) : [];
-        let outbox: OutboxEntry[];
-        let write: UpdateFilter<EmailDoc>;
-        if (done.length > 0) {
-          outbox = [...current.outbox.filter((e) => !done.includes(e)), ...outboxEntries(events)];
-          set.outbox = outbox;
-          write = update as UpdateFilter<EmailDoc>;
-        } else {
-          outbox = [...current.outbox, ...outboxEntries(events)];
-          write = withOutbox(update as UpdateFilter<EmailDoc>, events);
-        }
-        const res = await col.updateOne({ _id: id, version: current.version, ...NOT_DELETED } as Filter<EmailDoc>, write);
-        if (res.matchedCount === 1) {
-          if (events.length > 0) hooks.onWritten?.(id, outbox);
-          const record = applyLocally(current, { set, unset: m.unset ?? [], stored, reportKey: m.addReportKey, incTracking: m.incTracking === true });
-          return { applied: true, record: { ...record, outbox }, events };
-        }
+        const w = buildWrite(current, m, clock());
+        const res = await col.updateOne(w.filter, w.update);
+        if (res.matchedCount === 1) return written(w);
         current = undefined;
       }
       throw new Error(`email ${id}: too many concurrent changes`);
     },
 
+    async mutateMany(items, opts = {}) {
+      const clock = opts.now ?? (() => new Date());
+      const results: (MutateResult | undefined)[] = new Array(items.length);
+      const current: (EmailRecord | undefined)[] = items.map((i) => i.initial);
+      let open = items.map((_, i) => i);
+      for (let round = 0; round < 20 && open.length > 0; round++) {
+        const plans: { index: number; write: PlannedWrite }[] = [];
+        for (const i of open) {
+          const rec = current[i]!;
+          const m = items[i]!.fn(rec);
+          if (!m) results[i] = { applied: false, record: rec, events: [] };
+          else plans.push({ index: i, write: buildWrite(rec, m, clock()) });
+        }
+        if (plans.length === 0) return results;
+        // Without a marker a write could not be told apart from a conflict: those go one by one.
+        const unmarked = plans.filter((p) => !p.write.marker);
+        const marked = plans.filter((p) => p.write.marker);
+        for (const p of unmarked) {
+          const item = items[p.index]!;
+          results[p.index] = await repo.mutate(item.initial.id, item.fn, { initial: current[p.index], now: clock });
+        }
+        if (marked.length === 0) return results;
+        const res = await col.bulkWrite(marked.map((p) => ({ updateOne: { filter: p.write.filter, update: p.write.update } })), { ordered: false });
+        if (res.matchedCount === marked.length) {
+          for (const p of marked) results[p.index] = written(p.write);
+          return results;
+        }
+        // Some compare-and-sets lost to another writer: one read of the batch tells which landed (their
+        // marker is there) and gives the others their current state to compute the change again.
+        const docs = await byIds(col, [...new Set(marked.map((p) => p.write.record.id))]);
+        const byId = new Map(docs.map((d) => [d._id, d]));
+        open = [];
+        for (const p of marked) {
+          const d = byId.get(p.write.record.id);
+          if (d && landed(d, p.write)) results[p.index] = written(p.write);
+          else if (!d || d._deletedAt) results[p.index] = undefined;
+          else {
+            current[p.index] = toRecord(d);
+            open.push(p.index);
+          }
+        }
+      }
+      if (open.length > 0) throw new Error(`emails ${open.map((i) => items[i]!.initial.id).join(', ')}: too many concurrent changes`);
+      return results;
+    },
+
+    async getManyById(ids) {
+      if (ids.length === 0) return [];
+      return (await byIds(col, [...new Set(ids)], NOT_DELETED)).map(toRecord);
+    },
+    async contentsOf(ids) {
+      if (ids.length === 0) return new Map();
+      const docs = await byIds(contents, [...new Set(ids)]);
+      const byId = new Map(docs.map((d) => [d._id, d]));
+      return new Map(ids.map((id) => [id, toContent(byId.get(id))]));
+    },
     async contentOf(id) {
       return toContent(await contents.findOne({ _id: id }));
     },
@@ -466,6 +582,7 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
       return res.modifiedCount;
     },
   };
+  return repo;
 }
 
 /**

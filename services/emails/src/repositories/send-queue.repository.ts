@@ -1,4 +1,5 @@
-import type { Collection, Db } from 'mongodb';
+import { randomBytes } from 'node:crypto';
+import type { Collection, Db, UpdateFilter } from 'mongodb';
 
 /**
  * The send queue: one small document per email waiting to be sent, deleted
@@ -22,6 +23,8 @@ interface QueueDoc {
   leaseUntil: Date;
   /** A worker's id, or CHANGE_OWNER while a cancel or reschedule holds it. */
   leaseOwner?: string;
+  /** Names the batch claim that holds the entry, so the claimer can find what it took. */
+  claimId?: string;
   /** Attempts started, including one a crashed worker never finished. */
   attempts: number;
   createdAt: Date;
@@ -34,6 +37,8 @@ export interface QueueEntry {
   /** The number of this attempt (1 for the first). */
   readonly attempt: number;
   readonly leaseUntil: Date;
+  /** The batch claim that took it (its leases are extended together). */
+  readonly claimId: string;
   /** The worker whose attempt never finished (it crashed), when there is one. */
   readonly previousOwner?: string | undefined;
 }
@@ -45,56 +50,37 @@ export interface SendQueueRepository {
   /** Adds entries; ids already queued are left as they are. */
   enqueue(entries: readonly { emailId: string; due: Date }[], now: Date): Promise<void>;
   /**
-   * Atomically takes an entry that is due and that nobody holds, from the
-   * oldest due ones (a look at the queue serves several claims).
+   * Atomically takes up to `max` entries that are due and that nobody holds, the oldest due first: one
+   * read of the candidates and one update of all of them (plus one read when another worker took some).
    */
-  claim(owner: string, now: Date, leaseMs: number): Promise<QueueEntry | undefined>;
+  claimMany(owner: string, now: Date, leaseMs: number, max: number): Promise<QueueEntry[]>;
   /** Sets when to look again and frees the entry (recreates a missing one); `uncount` gives an attempt back. */
   reschedule(emailId: string, due: Date, opts?: { uncount?: boolean }): Promise<void>;
+  /**
+   * Extends the lease of the entries a batch claim still holds (not those given back, settled or taken over
+   * since), in one write.
+   */
+  extendLeases(claimId: string, emailIds: readonly string[], leaseUntil: Date): Promise<void>;
+  /** `reschedule` for many entries in one bulk write. */
+  rescheduleMany(items: readonly { emailId: string; due: Date; uncount?: boolean }[]): Promise<void>;
   remove(emailId: string): Promise<void>;
+  /** Removes many entries in one write. */
+  removeMany(emailIds: readonly string[]): Promise<void>;
   /** Takes the entry for a change of the email: 'busy' while a worker sends it, 'absent' when there is none. */
   lockForChange(emailId: string, now: Date, ms?: number): Promise<LockResult>;
 }
 
 export const CHANGE_OWNER = 'change';
 const EPOCH = new Date(0);
-/** How many due entries one look at the queue returns. */
-const CANDIDATES = 64;
-/** A look older than this is taken again, so an entry that fell due since is not passed over for long. */
-const CANDIDATES_MAX_AGE_MS = 5_000;
-
-/**
- * Every entry of a look is due, so their order matters less than two replicas
- * that looked at once not trying the same ids in the same order.
- */
-function shuffled<T>(items: T[]): T[] {
-  for (let i = items.length - 1; i > 0; i--) {
-    const j = Math.floor(Math.random() * (i + 1));
-    [items[i], items[j]] = [items[j] as T, items[i] as T];
-  }
-  return items;
-}
 
 export function createSendQueueRepository(db: Db): SendQueueRepository {
   const col: Collection<QueueDoc> = db.collection<QueueDoc>('send_queue');
-  /**
-   * Ids that were due and free at the last look (the oldest due, shuffled). One sorted
-   * scan of the queue serves up to CANDIDATES claims, each then a plain _id
-   * update; the slots of this worker share it, and a refill is shared too.
-   */
-  const candidates: { ids: string[]; at: number } = { ids: [], at: 0 };
-  let refilling: Promise<void> | undefined;
-  function refill(now: Date): Promise<void> {
-    refilling ??= (async () => {
-      try {
-        const docs = await col.find({ due: { $lte: now }, leaseUntil: { $lte: now } }, { projection: { _id: 1 }, sort: { due: 1 }, limit: CANDIDATES }).toArray();
-        candidates.ids = shuffled(docs.map((d) => d._id));
-        candidates.at = now.getTime();
-      } finally {
-        refilling = undefined;
-      }
-    })();
-    return refilling;
+  function rescheduleUpdate(due: Date, uncount: boolean | undefined): UpdateFilter<QueueDoc> {
+    return {
+      $set: { due, leaseUntil: EPOCH }, $unset: { leaseOwner: '' as const, claimId: '' as const },
+      ...(uncount ? { $inc: { attempts: -1 } } : {}),
+      $setOnInsert: { createdAt: new Date(), ...(uncount ? {} : { attempts: 0 }) },
+    };
   }
   return {
     async ensureIndexes() {
@@ -110,43 +96,50 @@ export function createSendQueueRepository(db: Db): SendQueueRepository {
         if (!(list.length > 0 && list.every((w) => w.code === 11000))) throw err;
       }
     },
-    async claim(owner, now, leaseMs) {
+    async claimMany(owner, now, leaseMs, max) {
+      const free = { due: { $lte: now }, leaseUntil: { $lte: now } };
+      const candidates = await col.find(free, { sort: { due: 1 }, limit: max }).toArray();
+      if (candidates.length === 0) return [];
       const leaseUntil = new Date(now.getTime() + leaseMs);
-      for (let fresh = false; ;) {
-        if (candidates.ids.length === 0 || now.getTime() - candidates.at >= CANDIDATES_MAX_AGE_MS) {
-          await refill(now);
-          fresh = true;
-        }
-        const id = candidates.ids.shift();
-        if (id === undefined) return undefined;
-        // A plain _id lookup (the index); another worker may have taken it since the refill.
-        const before = await col.findOneAndUpdate(
-          { _id: id, due: { $lte: now }, leaseUntil: { $lte: now } },
-          { $set: { leaseUntil, leaseOwner: owner }, $inc: { attempts: 1 } },
-          { returnDocument: 'before' },
-        );
-        if (before) {
-          return {
-            emailId: before._id, due: before.due, createdAt: before.createdAt, attempt: (before.attempts ?? 0) + 1, leaseUntil,
-            previousOwner: before.leaseOwner && before.leaseOwner !== CHANGE_OWNER ? before.leaseOwner : undefined,
-          };
-        }
-        if (fresh && candidates.ids.length === 0) return undefined;
+      const claimId = randomBytes(9).toString('base64url');
+      const ids = candidates.map((c) => c._id);
+      // The condition is checked again per entry inside the update: one another worker took since the read is skipped.
+      const res = await col.updateMany(
+        { _id: { $in: ids }, ...free },
+        { $set: { leaseUntil, leaseOwner: owner, claimId }, $inc: { attempts: 1 } },
+      );
+      if (res.modifiedCount === 0) return [];
+      let taken: QueueDoc[] = candidates;
+      if (res.modifiedCount < candidates.length) {
+        const mine = new Set((await col.find({ _id: { $in: ids }, claimId }, { projection: { _id: 1 } }).toArray()).map((d) => d._id));
+        taken = candidates.filter((c) => mine.has(c._id));
       }
+      return taken.map((before) => ({
+        emailId: before._id, due: before.due, createdAt: before.createdAt, attempt: (before.attempts ?? 0) + 1, leaseUntil, claimId,
+        previousOwner: before.leaseOwner && before.leaseOwner !== CHANGE_OWNER ? before.leaseOwner : undefined,
+      }));
     },
     async reschedule(emailId, due, opts = {}) {
-      await col.updateOne(
-        { _id: emailId },
-        {
-          $set: { due, leaseUntil: EPOCH }, $unset: { leaseOwner: '' },
-          ...(opts.uncount ? { $inc: { attempts: -1 } } : {}),
-          $setOnInsert: { createdAt: new Date(), ...(opts.uncount ? {} : { attempts: 0 }) },
-        },
-        { upsert: true },
-      );
+      await col.updateOne({ _id: emailId }, rescheduleUpdate(due, opts.uncount), { upsert: true });
+    },
+    async extendLeases(claimId, emailIds, leaseUntil) {
+      if (emailIds.length === 0) return;
+      await col.updateMany({ _id: { $in: [...emailIds] }, claimId }, { $set: { leaseUntil } });
+    },
+    async rescheduleMany(items) {
+      if (items.length === 0) return;
+      // Small bulks: FerretDB v1 holds a SQLite connection per statement of a bulk until it ends (pool of 100).
+      for (let i = 0; i < items.length; i += 25) {
+        const chunk = items.slice(i, i + 25);
+        await col.bulkWrite(chunk.map((x) => ({ updateOne: { filter: { _id: x.emailId }, update: rescheduleUpdate(x.due, x.uncount), upsert: true } })), { ordered: false });
+      }
     },
     async remove(emailId) {
       await col.deleteOne({ _id: emailId });
+    },
+    async removeMany(emailIds) {
+      if (emailIds.length === 0) return;
+      await col.deleteMany({ _id: { $in: [...emailIds] } });
     },
     async lockForChange(emailId, now, ms = 30_000) {
       const locked = await col.findOneAndUpdate(

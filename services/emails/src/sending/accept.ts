@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import {
-  AlreadyExistsError, ConflictError, InvalidArgumentError, newId, PermissionDeniedError, ResourceExhaustedError, type Logger,
+  AlreadyExistsError, ConflictError, createGroupCommit, InvalidArgumentError, newId, PermissionDeniedError, ResourceExhaustedError, type Logger,
 } from '@mailfleet/kit';
 import type { IdentitySource, QuotaGate, SendingIdentity, SuppressionChecker } from '../clients/upstreams.js';
 import { domainOf, formatMailbox } from '../domain/addresses.js';
@@ -28,6 +28,8 @@ export interface AcceptDeps {
   readonly logger: Logger;
   /** After emails were stored: wake the local worker, publish the events. */
   readonly onAccepted?: () => void;
+  /** How long the first accepted call waits for others to share its inserts. */
+  readonly lingerMs?: number;
   readonly now?: () => Date;
 }
 
@@ -44,6 +46,12 @@ export interface AcceptRequest {
 export interface AcceptResult {
   readonly emailIds: readonly string[];
   readonly replayed: boolean;
+}
+
+/** One call's share of a group commit of accepts. */
+interface AcceptWrite {
+  readonly entries: readonly { emailId: string; due: Date }[];
+  readonly docs: readonly NewEmail[];
 }
 
 interface Prepared {
@@ -178,6 +186,33 @@ export function createAcceptor(deps: AcceptDeps) {
     };
   }
 
+  /** Queue entries first: an entry whose email is not there yet is skipped and looked at again, while an email without an entry would never be sent. */
+  async function write(items: readonly AcceptWrite[]): Promise<void> {
+    await deps.queue.enqueue(items.flatMap((i) => i.entries), now());
+    await deps.emails.insertMany(items.flatMap((i) => i.docs));
+  }
+
+  /**
+   * Calls that reach their writes within a few milliseconds share them: one insertMany per collection for
+   * up to 100 emails (at least one whole call). Each call resolves once its own documents are written.
+   */
+  const writes = createGroupCommit<AcceptWrite, undefined>({
+    maxItems: MAX_BATCH,
+    maxDelayMs: deps.lingerMs ?? 2,
+    weigh: (w) => Math.max(1, w.docs.length),
+    flush: async (items) => {
+      try {
+        await write(items);
+        return items.map(() => undefined);
+      } catch (err) {
+        if (items.length === 1) throw err;
+        // Which call's documents failed is not worth untangling from a bulk error: each call is written again
+        // on its own (inserts leave what is there already), so only the calls whose own writes fail fail.
+        return Promise.all(items.map((i) => write([i]).then(() => undefined, (e: unknown) => (e instanceof Error ? e : new Error(String(e))))));
+      }
+    },
+  });
+
   return async function accept(req: AcceptRequest): Promise<AcceptResult> {
     if (!req.teamId) throw new InvalidArgumentError('team_id is required');
     if (req.emails.length === 0) throw new InvalidArgumentError(req.batch ? 'The batch is empty: send 1 to 100 emails' : 'email is required');
@@ -266,12 +301,12 @@ export function createAcceptor(deps: AcceptDeps) {
       // 5. Written. From here on the claim is kept even on failure: it holds the ids, so a takeover
       // (after the processing timeout) inserts exactly these emails and never a second set.
       writing = true;
-      // Queue entries first: an entry whose email is not there yet is skipped and looked at again, while an
-      // email without an entry would never be sent.
-      await deps.queue.enqueue(docs.filter((d) => d.pending.length > 0).map((d) => ({
-        emailId: d.id, due: d.scheduledAt && d.scheduledAt > createdAt ? d.scheduledAt : createdAt,
-      })), createdAt);
-      await deps.emails.insertMany(docs);
+      await writes.submit({
+        entries: docs.filter((d) => d.pending.length > 0).map((d) => ({
+          emailId: d.id, due: d.scheduledAt && d.scheduledAt > createdAt ? d.scheduledAt : createdAt,
+        })),
+        docs,
+      });
       if (claim) await deps.idempotency.complete(claim.id, claim.owner, ids);
       deps.onAccepted?.();
       return { emailIds: ids, replayed: false };

@@ -1,15 +1,14 @@
 import { hostname } from 'node:os';
-import { randomBase62, type Logger } from '@mailfleet/kit';
+import { createGroupCommit, randomBase62, type Logger } from '@mailfleet/kit';
 import type { IdentitySource, SuppressionChecker } from '../clients/upstreams.js';
 import type { SmtpRelay } from '../clients/smtp.js';
 import { domainOf } from '../domain/addresses.js';
 import { retryDelayMs, type AttemptResult, type RecipientRefusal } from '../domain/delivery.js';
 import type { BounceDetails } from '../domain/event-data.js';
 import { verpAddress } from '../domain/verp.js';
-import type { EmailRecord, EmailsRepository, Mutation } from '../repositories/emails.repository.js';
+import type { EmailContent, EmailRecord, EmailsRepository, MutateResult, Mutation } from '../repositories/emails.repository.js';
 import type { QueueEntry, SendQueueRepository } from '../repositories/send-queue.repository.js';
 import { composeMessage } from './compose.js';
-import { syncQueueEntry } from './queue-sync.js';
 import { failMutation, isPending, outcomeMutation, suppressMutation, whyNotSendable } from './outcomes.js';
 
 export interface SendWorkerOptions {
@@ -20,7 +19,12 @@ export interface SendWorkerOptions {
   readonly relay: SmtpRelay;
   readonly logger: Logger;
   readonly classify: (refusal: RecipientRefusal) => BounceDetails;
+  /** Emails of one batch handed to the relay at once. */
   readonly concurrency: number;
+  /** Queue entries one claim takes. */
+  readonly batchSize?: number;
+  /** How long the relay's first answer waits for others to share its bulk write. */
+  readonly outcomeLingerMs?: number;
   readonly pollMs: number;
   readonly leaseMs: number;
   /** An attempt starts only with at least this much of the lease left (the SMTP timeouts of one attempt). */
@@ -47,19 +51,58 @@ export interface SendWorker {
 
 /** How long to give an unreachable upstream (domains, suppressions) before trying the email again. */
 const UPSTREAM_RETRY_MS = 5_000;
+/**
+ * Batches claimed and sent at once per replica: while one batch's last sends and outcomes finish, the next
+ * is already claimed and sending, so the relay is never idle waiting on the store.
+ */
+const BATCHES_IN_FLIGHT = 2;
+
+/** Until when the claim of a batch holds its entries (extended while the batch runs). */
+interface Lease {
+  until: number;
+}
+
+/** Statements per bulk write (see the outcomes' group commit). */
+const MAX_BULK = 25;
+
+/** An outcome waiting for its bulk write: the email as the worker knew it and the change to make. */
+interface OutcomeItem {
+  readonly initial: EmailRecord;
+  readonly fn: (e: EmailRecord) => Mutation | null;
+}
+
+function asError(e: unknown): Error {
+  return e instanceof Error ? e : new Error(String(e));
+}
+
+async function mapLimit<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const run = async () => {
+    while (next < items.length) {
+      const item = items[next++] as T;
+      await fn(item);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, run));
+}
 
 /**
- * The send queue's consumer. Every replica runs one; it claims the next due
- * email with one atomic findOneAndUpdate (lease + owner), so no two workers
- * anywhere hold the same email, and sends up to SEND_CONCURRENCY at once. The relay's answer is written
- * straight away, in one compare-and-set update that carries the status, the
- * stored event and the outbox entry; nothing else happens between the relay's
- * 250 and that write. See README "Exactly once" for the one window left.
+ * The send queue's consumer. Every replica runs one; it claims a batch of due
+ * entries with one update (lease + owner), so no two workers anywhere hold the
+ * same email, reads their emails and contents with one read each, and hands
+ * them to the pooled relay, a bounded number at once. Each relay answer is
+ * written as soon as it comes, through a group commit: the answers that come
+ * within a few milliseconds share one bulk write on `emails` (each still a
+ * compare-and-set on the email's version, carrying the status, the stored
+ * event and the outbox entry), then one write settles their queue entries.
+ * Nothing else happens between the relay's 250 and that write. See README
+ * "Exactly once" for the one window left.
  */
 export function createSendWorker(opts: SendWorkerOptions): SendWorker {
   const owner = `${hostname()}-${process.pid}-${randomBase62(6)}`;
   const now = opts.now ?? (() => new Date());
   const recheckMs = opts.suppressionRecheckMs ?? 30_000;
+  const batchSize = opts.batchSize ?? 100;
   let stopping = false;
   const sleepers = new Set<() => void>();
 
@@ -75,22 +118,53 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
     });
   }
 
-  /** After a change: the entry follows the email (next due time, the attempt count kept), or goes once it is done. */
-  const syncQueue = (e: EmailRecord) => syncQueueEntry(opts.queue, e, opts.logger, now());
+  /** After changes: each entry follows its email (next due time, the attempt count kept), or goes once it is done. Best effort: a stale entry only makes a worker look at the email again. */
+  async function settleQueue(records: readonly EmailRecord[]): Promise<void> {
+    const at = now();
+    const done = records.filter((r) => r.sendState !== 'PENDING').map((r) => r.id);
+    const waiting = records.filter((r) => r.sendState === 'PENDING').map((r) => ({ emailId: r.id, due: r.nextAttemptAt ?? at }));
+    try {
+      await Promise.all([opts.queue.removeMany(done), opts.queue.rescheduleMany(waiting)]);
+    } catch (err) {
+      opts.logger.warn({ err, count: records.length }, 'could not update send queue entries; a worker will fix them when it next looks');
+    }
+  }
+
+  /** The outcomes that arrive together: one bulk write on the emails, then one settle of their queue entries. */
+  const outcomes = createGroupCommit<OutcomeItem, MutateResult | undefined>({
+    // Small bulks: FerretDB v1 holds a SQLite connection for every statement of a bulk command until the
+    // command ends (pool of 100), and large bulks under concurrent reads stall the whole database.
+    maxItems: MAX_BULK,
+    maxDelayMs: opts.outcomeLingerMs ?? 20,
+    flush: async (items) => {
+      let results: (MutateResult | undefined | Error)[];
+      try {
+        results = await opts.emails.mutateMany(items, { now });
+      } catch (err) {
+        if (items.length === 1) throw err;
+        // One statement may be what failed the bulk: each is written again on its own (one already written is
+        // recognised by what it wrote), so only that one fails and is retried by its caller.
+        results = await Promise.all(items.map((i) => opts.emails.mutateMany([i], { now }).then((r) => r[0], (e: unknown) => asError(e))));
+      }
+      // Also the emails left unchanged (a report finished them first): their entries follow them all the same.
+      const changed = results.filter((r): r is MutateResult => r !== undefined && !(r instanceof Error)).map((r) => r.record);
+      const gone = items.filter((_, i) => results[i] === undefined).map((i) => i.initial.id);
+      await settleQueue(changed);
+      if (gone.length > 0) await opts.queue.removeMany(gone).catch(() => undefined);
+      return results;
+    },
+  });
 
   /** Writes an outcome; keeps trying while the database is unreachable, because the relay already acted. */
-  async function persist(e: EmailRecord, entry: QueueEntry, fn: (x: EmailRecord) => Mutation | null): Promise<void> {
+  async function persist(e: EmailRecord, lease: Lease, fn: (x: EmailRecord) => Mutation | null): Promise<MutateResult | undefined> {
     let delay = 100;
-    const giveUpAt = entry.leaseUntil.getTime() - 1_000;
     for (let attempt = 1; ; attempt++) {
       try {
-        const res = await opts.emails.mutate(e.id, fn, { initial: e, now });
-        if (res) await syncQueue(res.record);
-        return;
+        return await outcomes.submit({ initial: e, fn });
       } catch (err) {
-        if (Date.now() >= giveUpAt) {
+        if (Date.now() >= lease.until - 1_000) {
           opts.logger.error({ err, emailId: e.id }, 'could not record a delivery outcome before the lease ran out; the email will be retried');
-          return;
+          return undefined;
         }
         opts.logger.warn({ err, emailId: e.id, attempt }, 'recording a delivery outcome failed; retrying');
         await new Promise((r) => setTimeout(r, delay));
@@ -100,11 +174,11 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
   }
 
   /** Gives the entry back without counting the attempt (an upstream we need is unreachable, or too little lease is left). */
-  async function release(e: EmailRecord, retryAt: Date): Promise<void> {
-    await opts.queue.reschedule(e.id, retryAt, { uncount: true }).catch((err: unknown) => opts.logger.warn({ err, emailId: e.id }, 'could not give a queue entry back; its lease will expire'));
+  async function release(id: string, retryAt: Date): Promise<void> {
+    await opts.queue.reschedule(id, retryAt, { uncount: true }).catch((err: unknown) => opts.logger.warn({ err, emailId: id }, 'could not give a queue entry back; its lease will expire'));
   }
 
-  async function deliver(e: EmailRecord, entry: QueueEntry): Promise<void> {
+  async function deliver(e: EmailRecord, entry: QueueEntry, lease: Lease, content: EmailContent): Promise<void> {
     const log = opts.logger.child({ emailId: e.id, attempt: entry.attempt });
     if (entry.previousOwner && entry.previousOwner !== owner) {
       log.warn({ previousOwner: entry.previousOwner }, 'previous attempt never finished (worker crashed?) and no delivery report arrived during its lease: sending again');
@@ -117,42 +191,29 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
         const reason = found.kind === 'unknown'
           ? `The sending domain ${domainOf(e.fromAddress)} no longer exists`
           : `The sending domain ${domainOf(e.fromAddress)} is not verified`;
-        await persist(e, entry, (x) => failMutation(x, reason));
+        await persist(e, lease, (x) => failMutation(x, reason));
         return;
       }
       identity = found.identity;
-      if (now().getTime() - e.suppressionCheckedAt.getTime() > recheckMs) {
-        const suppressed = await opts.suppressions.suppressed(e.teamId, e.recipients.pending);
-        const res = await opts.emails.mutate(e.id, (x) => suppressMutation(x, suppressed, now()), { initial: e, now });
-        if (!res) {
-          await opts.queue.remove(e.id);
-          return;
-        }
-        e = res.record;
-        if (!isPending(e)) {
-          await syncQueue(e);
-          return;
-        }
-      }
     } catch (err) {
       log.warn({ err }, 'an upstream needed to send is unavailable; the email waits');
-      await release(e, new Date(now().getTime() + UPSTREAM_RETRY_MS));
+      await release(e.id, new Date(now().getTime() + UPSTREAM_RETRY_MS));
       return;
     }
 
     let raw: Buffer;
     try {
-      const [content, attachments] = await Promise.all([opts.emails.contentOf(e.id), e.hasAttachments ? opts.emails.attachmentsOf(e.id) : []]);
+      const attachments = e.hasAttachments ? await opts.emails.attachmentsOf(e.id) : [];
       raw = await composeMessage({ email: e, content, identity, attachments, tracking: opts.tracking, date: now() });
     } catch (err) {
       log.error({ err }, 'could not build the message');
-      await persist(e, entry, (x) => failMutation(x, 'The message could not be built or signed', 'REJECTED'));
+      await persist(e, lease, (x) => failMutation(x, 'The message could not be built or signed', 'REJECTED'));
       return;
     }
 
-    if (entry.leaseUntil.getTime() - now().getTime() < opts.minLeaseLeftMs) {
+    if (lease.until - now().getTime() < opts.minLeaseLeftMs) {
       // Not enough of the lease left for a whole attempt: better to let it go than to race a takeover.
-      await release(e, now());
+      await release(e.id, now());
       return;
     }
     const result: AttemptResult = await opts.relay.send({
@@ -161,72 +222,169 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
       raw,
       envelopeId: e.id,
     });
-    // Nothing between the relay's answer and this write.
+    // Nothing between the relay's answer and this write (the group commit waits a few milliseconds at most).
     const at = now();
-    await persist(e, entry, (x) => outcomeMutation(x, result, {
-      attempt: entry.attempt, now: at, maxAttempts: opts.maxAttempts, classify: opts.classify,
-      retryDelayMs: (n) => retryDelayMs(n, opts.retryBaseMs, opts.retryMaxMs),
-    }));
+    const res = await persist(e, lease, (x) => (
+      // This attempt's answer is on the email already (a write whose reply was lost, then retried): not twice.
+      x.version !== e.version && x.attempts >= entry.attempt ? null : outcomeMutation(x, result, {
+        attempt: entry.attempt, now: at, maxAttempts: opts.maxAttempts, classify: opts.classify,
+        retryDelayMs: (n) => retryDelayMs(n, opts.retryBaseMs, opts.retryMaxMs),
+      })));
     log.debug({ result: result.kind }, 'delivery attempt recorded');
-    if (e.hasAttachments) {
-      const after = await opts.emails.getById(e.id).catch(() => undefined);
-      if (after?.sendState === 'DONE') await opts.emails.deleteAttachments(e.id).catch(() => undefined);
+    if (e.hasAttachments && res?.record.sendState === 'DONE') await opts.emails.deleteAttachments(e.id).catch(() => undefined);
+  }
+
+  /**
+   * Emails waiting longer than the recheck interval are checked against the suppression list again: one call
+   * per team of the batch. Returns the emails still to send; the others are settled or given back.
+   */
+  async function recheckSuppressions(batch: { record: EmailRecord; entry: QueueEntry }[]): Promise<{ record: EmailRecord; entry: QueueEntry }[]> {
+    const at = now();
+    const stale = batch.filter((b) => at.getTime() - b.record.suppressionCheckedAt.getTime() > recheckMs);
+    if (stale.length === 0) return batch;
+    const byTeam = new Map<string, { record: EmailRecord; entry: QueueEntry }[]>();
+    for (const b of stale) byTeam.set(b.record.teamId, [...(byTeam.get(b.record.teamId) ?? []), b]);
+    const drop = new Set<string>();
+    const replaced = new Map<string, EmailRecord>();
+    await Promise.all([...byTeam].map(async ([teamId, items]) => {
+      let suppressed: ReadonlySet<string>;
+      try {
+        suppressed = await opts.suppressions.suppressed(teamId, [...new Set(items.flatMap((i) => i.record.recipients.pending))]);
+      } catch (err) {
+        opts.logger.warn({ err, teamId }, 'the suppression list is unavailable; the emails wait');
+        for (const i of items) drop.add(i.record.id);
+        await opts.queue.rescheduleMany(items.map((i) => ({ emailId: i.record.id, due: new Date(at.getTime() + UPSTREAM_RETRY_MS), uncount: true })))
+          .catch((e: unknown) => opts.logger.warn({ err: e }, 'could not give queue entries back; their leases will expire'));
+        return;
+      }
+      // Hits are rare: those few are written one by one before sending.
+      const hits = items.filter((i) => i.record.recipients.pending.some((r) => suppressed.has(r)));
+      for (const h of hits) {
+        try {
+          const res = await opts.emails.mutate(h.record.id, (x) => suppressMutation(x, suppressed, at), { initial: h.record, now });
+          if (!res) {
+            drop.add(h.record.id);
+            await opts.queue.remove(h.record.id);
+          } else if (!isPending(res.record)) {
+            drop.add(h.record.id);
+            await settleQueue([res.record]);
+          } else {
+            replaced.set(h.record.id, res.record);
+          }
+        } catch (err) {
+          opts.logger.warn({ err, emailId: h.record.id }, 'recording suppressed recipients failed; the email waits');
+          drop.add(h.record.id);
+          await release(h.record.id, new Date(at.getTime() + UPSTREAM_RETRY_MS));
+        }
+      }
+    }));
+    return batch.filter((b) => !drop.has(b.record.id)).map((b) => ({ record: replaced.get(b.record.id) ?? b.record, entry: b.entry }));
+  }
+
+  /**
+   * Reads the claimed entries' emails, the truth (a stale entry is fixed here), and their contents, one
+   * read each for the whole batch, then sends them.
+   */
+  async function runBatch(entries: QueueEntry[]): Promise<void> {
+    const first = entries[0];
+    if (!first) return;
+    // The batch's leases are extended together while it runs: its last emails may be handed to the relay, and
+    // their answers written, well after the claim. Only a live process extends them, so a crashed worker's
+    // emails still go back to the queue one lease after its last extension.
+    const lease: Lease = { until: first.leaseUntil.getTime() };
+    const ids = entries.map((e) => e.emailId);
+    const heartbeat = setInterval(() => {
+      const until = now().getTime() + opts.leaseMs;
+      opts.queue.extendLeases(first.claimId, ids, new Date(until))
+        .then(() => { lease.until = until; })
+        .catch((err: unknown) => opts.logger.warn({ err }, 'could not extend the leases of a send batch'));
+    }, Math.max(opts.leaseMs / 3, 250));
+    try {
+      await sendBatch(entries, lease);
+    } finally {
+      clearInterval(heartbeat);
     }
   }
 
-  let slots: Promise<void>[] = [];
-
-  /**
-   * Claims the queue entry due first (its lease is the lock on sending the
-   * email) and reads the email, the truth: a stale entry is fixed here.
-   */
-  async function claim(): Promise<{ record: EmailRecord; entry: QueueEntry } | 'idle' | 'skipped'> {
-    const entry = await opts.queue.claim(owner, now(), opts.leaseMs);
-    if (!entry) return 'idle';
-    const e = await opts.emails.getById(entry.emailId);
-    if (!e) {
-      // Entries are written before their emails: a young orphan may be an accept still in progress.
-      if (now().getTime() - entry.createdAt.getTime() < 60_000) await opts.queue.reschedule(entry.emailId, new Date(now().getTime() + 2_000), { uncount: true });
-      else await opts.queue.remove(entry.emailId);
-      return 'skipped';
+  async function sendBatch(entries: QueueEntry[], lease: Lease): Promise<void> {
+    const at = now();
+    let records: Map<string, EmailRecord>;
+    try {
+      records = new Map((await opts.emails.getManyById(entries.map((e) => e.emailId))).map((r) => [r.id, r]));
+    } catch (err) {
+      opts.logger.warn({ err, count: entries.length }, 'reading claimed emails failed; they wait');
+      await opts.queue.rescheduleMany(entries.map((e) => ({ emailId: e.emailId, due: new Date(at.getTime() + UPSTREAM_RETRY_MS), uncount: true }))).catch(() => undefined);
+      return;
     }
-    const why = whyNotSendable(e, now());
-    if (why === 'done') await opts.queue.remove(e.id);
-    else if (why === 'not-due') await opts.queue.reschedule(e.id, e.nextAttemptAt ?? now(), { uncount: true });
-    if (why) return 'skipped';
-    return { record: e, entry };
+    const remove: string[] = [];
+    const later: { emailId: string; due: Date; uncount: boolean }[] = [];
+    let sendable: { record: EmailRecord; entry: QueueEntry }[] = [];
+    for (const entry of entries) {
+      const e = records.get(entry.emailId);
+      if (!e) {
+        // Entries are written before their emails: a young orphan may be an accept still in progress.
+        if (at.getTime() - entry.createdAt.getTime() < 60_000) later.push({ emailId: entry.emailId, due: new Date(at.getTime() + 2_000), uncount: true });
+        else remove.push(entry.emailId);
+        continue;
+      }
+      const why = whyNotSendable(e, at);
+      if (why === 'done') remove.push(e.id);
+      else if (why === 'not-due') later.push({ emailId: e.id, due: e.nextAttemptAt ?? at, uncount: true });
+      else sendable.push({ record: e, entry });
+    }
+    if (remove.length > 0 || later.length > 0) {
+      await Promise.all([opts.queue.removeMany(remove), opts.queue.rescheduleMany(later)])
+        .catch((err: unknown) => opts.logger.warn({ err }, 'could not fix stale queue entries; they are looked at again later'));
+    }
+    sendable = await recheckSuppressions(sendable);
+    if (sendable.length === 0) return;
+    let contents: Map<string, EmailContent>;
+    try {
+      contents = await opts.emails.contentsOf(sendable.map((s) => s.record.id));
+    } catch (err) {
+      opts.logger.warn({ err, count: sendable.length }, 'reading email contents failed; the emails wait');
+      await opts.queue.rescheduleMany(sendable.map((s) => ({ emailId: s.record.id, due: new Date(at.getTime() + UPSTREAM_RETRY_MS), uncount: true }))).catch(() => undefined);
+      return;
+    }
+    await mapLimit(sendable, opts.concurrency, async ({ record, entry }) => {
+      try {
+        await deliver(record, entry, lease, contents.get(record.id) ?? { headers: [] });
+      } catch (err) {
+        opts.logger.error({ err, emailId: record.id }, 'send failed unexpectedly; the lease will expire and the email be retried');
+      }
+    });
   }
 
   function wakeAll(): void {
     for (const s of [...sleepers]) s();
   }
 
+  let loops: Promise<void>[] = [];
+
   /**
-   * SEND_CONCURRENCY slots, each claiming and sending in turn, so claims (a
-   * few round trips each) overlap as sends do. Only slot 0 polls an idle
-   * queue; the others sleep until it (or a local accept) finds work, so an
-   * idle replica costs one query per poll interval, not one per slot.
+   * A few batch loops, each claiming a batch and sending it in turn, so one
+   * batch's claim and reads overlap another's sends. Only loop 0 polls an
+   * idle queue; the others sleep until it (or a local accept) finds work.
    */
-  async function slot(index: number): Promise<void> {
+  async function loop(index: number): Promise<void> {
     while (!stopping) {
-      let claimed;
+      let entries: QueueEntry[];
       try {
-        claimed = await claim();
+        entries = await opts.queue.claimMany(owner, now(), opts.leaseMs, batchSize);
       } catch (err) {
         opts.logger.warn({ err }, 'claiming from the send queue failed');
         await sleep(opts.pollMs * 4);
         continue;
       }
-      if (claimed === 'idle') {
+      if (entries.length === 0) {
         await sleep(index === 0 ? opts.pollMs : opts.pollMs * 20);
         continue;
       }
-      if (claimed === 'skipped') continue;
       if (index === 0) wakeAll();
       try {
-        await deliver(claimed.record, claimed.entry);
+        await runBatch(entries);
       } catch (err) {
-        opts.logger.error({ err, emailId: claimed.record.id }, 'send failed unexpectedly; the lease will expire and the email be retried');
+        opts.logger.error({ err, count: entries.length }, 'a send batch failed unexpectedly; the leases will expire and the emails be retried');
       }
     }
   }
@@ -234,16 +392,17 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
   return {
     owner,
     start() {
-      if (slots.length > 0) return;
+      if (loops.length > 0) return;
       stopping = false;
-      slots = Array.from({ length: opts.concurrency }, (_, i) => slot(i));
+      loops = Array.from({ length: BATCHES_IN_FLIGHT }, (_, i) => loop(i));
     },
     wake: wakeAll,
     async stop() {
       stopping = true;
       wakeAll();
-      await Promise.all(slots);
-      slots = [];
+      await Promise.all(loops);
+      await outcomes.drain();
+      loops = [];
     },
   };
 }

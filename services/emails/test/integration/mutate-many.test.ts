@@ -1,0 +1,103 @@
+import { connectMongo, type MongoHandle } from '@mailfleet/kit';
+import { testMongoUrl, uniqueDbName } from '@mailfleet/testkit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createEmailsRepository, type EmailRecord, type EmailsRepository, type Mutation, type NewEmail } from '../../src/repositories/emails.repository.js';
+
+// The bulk compare-and-set on FerretDB: every statement of the bulk is still conditioned on its email's
+// version; the ones that lost to another writer are told apart by what they wrote and computed again.
+let mongo: MongoHandle;
+let repo: EmailsRepository;
+
+beforeAll(async () => {
+  mongo = await connectMongo({ url: testMongoUrl(), dbName: uniqueDbName('emails_mutate_many'), appName: 'emails-mutate-many-test' });
+  repo = createEmailsRepository(mongo.db);
+  await repo.ensureIndexes();
+});
+afterAll(async () => {
+  await mongo?.close();
+});
+
+let seq = 0;
+function email(): NewEmail {
+  const id = `em_mm${seq++}_${Date.now().toString(36)}`;
+  return {
+    id, teamId: 'team_mm', domainId: 'dom_mm', from: 'a@mm.example', fromAddress: 'a@mm.example', to: ['b@q.example'], toAddresses: ['b@q.example'],
+    cc: [], bcc: [], replyTo: [], subject: 'hello', text: 'hi', headers: [], attachments: [], messageId: `<${id}@mm.example>`, references: [],
+    pending: ['b@q.example'], suppressed: [], events: [{ status: 'QUEUED' }], createdAt: new Date(),
+  };
+}
+
+/** Marks the email sent, unless it is sent already (the outcome's own guard). */
+const send = (x: EmailRecord): Mutation | null => (x.recipients.pending.length === 0 ? null : {
+  set: { sendState: 'DONE', 'recipients.pending': [], 'recipients.accepted': [...x.recipients.accepted, ...x.recipients.pending] },
+  events: [{ status: 'SENT' }],
+});
+const deliveredReport = (key: string) => (x: EmailRecord): Mutation | null => (x.reportKeys.includes(key) ? null : {
+  events: [{ status: 'DELIVERED', extras: { to: ['b@q.example'] } }], addReportKey: key,
+});
+
+describe('mutateMany', () => {
+  it('writes every change in one bulk, each conditioned on its version', async () => {
+    const docs = [email(), email(), email()];
+    await repo.insertMany(docs);
+    const initial = await repo.getManyById(docs.map((d) => d.id));
+    expect(initial).toHaveLength(3);
+    const res = await repo.mutateMany(initial.map((e) => ({ initial: e, fn: send })));
+    expect(res.map((r) => r?.applied)).toEqual([true, true, true]);
+    const after = await repo.getManyById(docs.map((d) => d.id));
+    for (const e of after) {
+      expect(e.version).toBe(2);
+      expect(e.events.map((ev) => ev.status)).toEqual(['QUEUED', 'SENT']);
+      expect(e.outbox.map((o) => o.event.type)).toEqual(['email.queued', 'email.sent']);
+    }
+  });
+
+  it('a statement that lost to another writer is computed again from the state it lost to, and applied once', async () => {
+    const docs = [email(), email()];
+    await repo.insertMany(docs);
+    const stale = await repo.getManyById(docs.map((d) => d.id));
+    // Another writer (a delivery report) changes the first email after the worker read it.
+    const first = stale.find((e) => e.id === docs[0]!.id)!;
+    expect((await repo.mutate(first.id, deliveredReport('r1')))?.applied).toBe(true);
+
+    const res = await repo.mutateMany(stale.map((e) => ({ initial: e, fn: send })));
+    expect(res.map((r) => r?.applied)).toEqual(stale.map(() => true));
+    const after = new Map((await repo.getManyById(docs.map((d) => d.id))).map((e) => [e.id, e]));
+    // The report's change is kept and the send is recorded on top of it, once.
+    expect(after.get(first.id)!.events.map((ev) => ev.status)).toEqual(['QUEUED', 'DELIVERED', 'SENT']);
+    expect(after.get(first.id)!.version).toBe(3);
+    expect(after.get(docs[1]!.id)!.events.map((ev) => ev.status)).toEqual(['QUEUED', 'SENT']);
+  });
+
+  it('two changes of one email in one bulk: both land, one after the other', async () => {
+    const doc = email();
+    await repo.insertMany([doc]);
+    const [e] = await repo.getManyById([doc.id]);
+    const res = await repo.mutateMany([{ initial: e!, fn: deliveredReport('a') }, { initial: e!, fn: deliveredReport('b') }]);
+    expect(res.map((r) => r?.applied)).toEqual([true, true]);
+    const [after] = await repo.getManyById([doc.id]);
+    expect([...after!.reportKeys].sort()).toEqual(['a', 'b']);
+    expect(after!.events.filter((ev) => ev.status === 'DELIVERED')).toHaveLength(2);
+  });
+
+  it('a change already written (its reply lost, then retried) is recognised and not written twice', async () => {
+    const doc = email();
+    await repo.insertMany([doc]);
+    const [e] = await repo.getManyById([doc.id]);
+    // The first write landed; the retry starts again from the state before it.
+    expect((await repo.mutateMany([{ initial: e!, fn: deliveredReport('k') }]))[0]?.applied).toBe(true);
+    const retry = await repo.mutateMany([{ initial: e!, fn: deliveredReport('k') }]);
+    expect(retry[0]?.applied).toBe(false);
+    const [after] = await repo.getManyById([doc.id]);
+    expect(after!.reportKeys).toEqual(['k']);
+    expect(after!.version).toBe(2);
+  });
+
+  it('an email that is gone is undefined', async () => {
+    const doc = email();
+    await repo.insertMany([doc]);
+    const [e] = await repo.getManyById([doc.id]);
+    await mongo.db.collection('emails').deleteOne({ _id: doc.id } as never);
+    expect(await repo.mutateMany([{ initial: e!, fn: send }])).toEqual([undefined]);
+  });
+});
