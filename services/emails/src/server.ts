@@ -145,7 +145,7 @@ export async function createEmailsServer(deps: { config: EmailsConfig; infra: Se
         stop: async () => {
           clearInterval(sweeper);
           relay.close();
-          if (!deps.overrides?.upstreams) upstreams.close();
+          if (!deps.overrides?.upstreams) await upstreams.close();
         },
       },
     ],

@@ -171,7 +171,8 @@ export interface Upstreams {
   readonly identities: IdentitySource;
   readonly suppressions: SuppressionChecker;
   readonly quota: QuotaGate;
-  close(): void;
+  /** Gives unused reserved quota back to auth, then closes every channel. */
+  close(): Promise<void>;
 }
 
 /** gRPC clients of domains, suppressions and auth, each with its deadline and breaker. */
@@ -235,11 +236,11 @@ export function createUpstreams(opts: {
       },
     },
     quota,
-    close() {
+    async close() {
       domains.close();
       suppressions.close();
       // Unused reserved quota goes back to auth before its channel closes.
-      void quota.stop().finally(() => auth.close());
+      await quota.stop().finally(() => auth.close());
     },
   };
 }
