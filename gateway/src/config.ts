@@ -17,6 +17,11 @@ export function gatewayConfigSpec() {
     natsUrl: str('NATS_URL', 'nats://127.0.0.1:4222'),
     /** How long a resolved API key is trusted before auth is asked again (revocations clear it at once). */
     authCacheTtlMs: int('AUTH_CACHE_TTL_MS', 30_000, 0),
+    /**
+     * The cache's bound while revocations cannot be heard (listener down, NATS cut off): how long a
+     * revoked key may still work on such a replica.
+     */
+    authCacheUnheardTtlMs: int('AUTH_CACHE_UNHEARD_TTL_MS', 1_000, 0),
     /** How often each replica folds its locally counted requests into auth's shared rate-limit windows. */
     rateLimitSyncMs: int('RATE_LIMIT_SYNC_MS', 1_000, 50),
     /** How often coalesced key last-use times are sent to auth. */

@@ -35,7 +35,7 @@ const upstreams = createUpstreams(config, logger, metrics);
 const metricsServer = await startMetricsServer({ port: config.metricsPort, registry: metrics.registry });
 const nats = await retryUntil('nats', () => connectNats({ url: config.natsUrl, name: 'gateway', logger }), { logger });
 
-const cache = createAuthCache(createAuthAuthenticator(upstreams), { ttlMs: config.authCacheTtlMs });
+const cache = createAuthCache(createAuthAuthenticator(upstreams), { ttlMs: config.authCacheTtlMs, unheardTtlMs: config.authCacheUnheardTtlMs });
 const revocations = listenForKeyRevocations({ nats, cache, logger });
 const touches = createKeyTouchBuffer({
   send: (batch) => upstreams.auth.call.touchKeys({ touches: batch }),

@@ -212,12 +212,13 @@ export interface EmailsRepository {
   ensureIndexes(): Promise<void>;
   /** Inserts emails (attachments first) with their accept events; ids already present are left as they are (a takeover repeats an insert). */
   insertMany(emails: readonly NewEmail[]): Promise<void>;
-  get(teamId: string, id: string): Promise<EmailRecord | undefined>;
+  /** `domainId` (a domain-restricted key's domain) makes an email of another domain missing, as another team's is. */
+  get(teamId: string, id: string, domainId?: string): Promise<EmailRecord | undefined>;
   /** By id alone: for tracking links and delivery reports, which name the email but not the team. */
   getById(id: string): Promise<EmailRecord | undefined>;
-  messageIdOf(teamId: string, id: string): Promise<{ messageId: string; references: readonly string[] } | undefined>;
+  messageIdOf(teamId: string, id: string, domainId?: string): Promise<{ messageId: string; references: readonly string[] } | undefined>;
   list(teamId: string, filter: ListFilter, page: number, limit: number): Promise<{ items: EmailRecord[]; count: number }>;
-  listFeedback(teamId: string, kind: 'bounce' | 'complaint', page: number, limit: number): Promise<{ items: FeedbackItem[]; count: number }>;
+  listFeedback(teamId: string, kind: 'bounce' | 'complaint', page: number, limit: number, domainId?: string): Promise<{ items: FeedbackItem[]; count: number }>;
   /** Compare-and-set on the version: re-reads and recomputes on a conflict. */
   mutate(id: string, fn: (e: EmailRecord) => Mutation | null, opts?: { initial?: EmailRecord; now?: () => Date; teamId?: string }): Promise<MutateResult | undefined>;
   /**
@@ -430,8 +431,8 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
       if (existing.length > 0) hooks.onEvents?.(existing);
     },
 
-    async get(teamId, id) {
-      const d = await col.findOne({ _id: id, teamId, ...NOT_DELETED } as Filter<EmailDoc>);
+    async get(teamId, id, domainId) {
+      const d = await col.findOne({ _id: id, teamId, ...(domainId ? { domainId } : {}), ...NOT_DELETED } as Filter<EmailDoc>);
       if (!d) return undefined;
       return { ...toRecord(d), content: toContent(await contents.findOne({ _id: id })) };
     },
@@ -439,8 +440,8 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
       const d = await col.findOne({ _id: id, ...NOT_DELETED } as Filter<EmailDoc>);
       return d ? toRecord(d) : undefined;
     },
-    async messageIdOf(teamId, id) {
-      const d = await col.findOne({ _id: id, teamId, ...NOT_DELETED } as Filter<EmailDoc>, { projection: { messageId: 1, references: 1 } });
+    async messageIdOf(teamId, id, domainId) {
+      const d = await col.findOne({ _id: id, teamId, ...(domainId ? { domainId } : {}), ...NOT_DELETED } as Filter<EmailDoc>, { projection: { messageId: 1, references: 1 } });
       return d ? { messageId: d.messageId, references: d.references ?? [] } : undefined;
     },
     async list(teamId, filter, page, limit) {
@@ -457,9 +458,9 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
       const bodies = new Map(await Promise.all(docs.map(async (d) => [d._id, toContent(await contents.findOne({ _id: d._id }))] as const)));
       return { items: docs.map((d) => ({ ...toRecord({ ...d, events: [], reportKeys: [] }), content: bodies.get(d._id) ?? toContent(undefined) })), count };
     },
-    async listFeedback(teamId, kind, page, limit) {
+    async listFeedback(teamId, kind, page, limit, domainId) {
       const at = kind === 'bounce' ? 'bouncedAt' : 'complainedAt';
-      const q = { teamId, [at]: { $exists: true }, ...NOT_DELETED } as Filter<EmailDoc>;
+      const q = { teamId, ...(domainId ? { domainId } : {}), [at]: { $exists: true }, ...NOT_DELETED } as Filter<EmailDoc>;
       const [docs, count] = await Promise.all([
         col.find(q, { projection: { subject: 1, bouncedAt: 1, bouncedEmail: 1, complainedAt: 1, complainedEmail: 1 } })
           .sort({ [at]: -1, _id: -1 }).skip((page - 1) * limit).limit(limit).toArray(),

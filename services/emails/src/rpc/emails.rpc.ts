@@ -74,8 +74,12 @@ export function createEmailsHandlers(deps: EmailsRpcDeps): UnaryHandlers<emailsV
     return { recorded: Boolean(res?.applied), url: claims.url };
   }
 
-  async function existing(teamId: string, id: string): Promise<void> {
-    if (!(await deps.emails.messageIdOf(teamId, id))) throw new NotFoundError('Email not found');
+  /**
+   * NOT_FOUND unless the email is the team's (and of `domainId`, a restricted key's domain). The write
+   * that follows is by id: an email's team and domain never change, so this check cannot go stale.
+   */
+  async function existing(teamId: string, id: string, domainId: string | undefined): Promise<void> {
+    if (!(await deps.emails.messageIdOf(teamId, id, domainId || undefined))) throw new NotFoundError('Email not found');
   }
 
   return {
@@ -106,7 +110,7 @@ export function createEmailsHandlers(deps: EmailsRpcDeps): UnaryHandlers<emailsV
     },
 
     async getEmail(req) {
-      const e = await deps.emails.get(required(req.teamId, 'team_id'), required(req.emailId, 'email_id'));
+      const e = await deps.emails.get(required(req.teamId, 'team_id'), required(req.emailId, 'email_id'), req.restrictDomainId || undefined);
       if (!e) throw new NotFoundError('Email not found');
       const events = [...e.events].sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime());
       return { email: emailToProto(e), events: events.map((ev) => eventToProto(e, ev)) };
@@ -114,7 +118,7 @@ export function createEmailsHandlers(deps: EmailsRpcDeps): UnaryHandlers<emailsV
 
     async listEmailEvents(req) {
       const { page, limit } = paging(req.page, req.limit, 50, 100);
-      const e = await deps.emails.get(required(req.teamId, 'team_id'), required(req.emailId, 'email_id'));
+      const e = await deps.emails.get(required(req.teamId, 'team_id'), required(req.emailId, 'email_id'), req.restrictDomainId || undefined);
       if (!e) throw new NotFoundError('Email not found');
       const status = req.status ? statusFromProto(req.status) : undefined;
       if (req.status && !status) throw new InvalidArgumentError('Unknown status');
@@ -136,7 +140,7 @@ export function createEmailsHandlers(deps: EmailsRpcDeps): UnaryHandlers<emailsV
       const when = req.scheduledAt;
       if (when && Number.isNaN(when.getTime())) throw new InvalidArgumentError('scheduledAt is not a valid date');
       if (when && when.getTime() - at.getTime() > MAX_SCHEDULE_AHEAD_MS) throw new InvalidArgumentError('scheduledAt may be at most 365 days ahead');
-      await existing(teamId, id);
+      await existing(teamId, id, req.restrictDomainId);
       const locked = await withQueueLock(deps, id, () => deps.emails.mutate(id, (e): Mutation => {
         const problem = notChangeable(e, 'rescheduled');
         if (problem) throw problem;
@@ -154,7 +158,7 @@ export function createEmailsHandlers(deps: EmailsRpcDeps): UnaryHandlers<emailsV
     async cancelEmail(req) {
       const teamId = required(req.teamId, 'team_id');
       const id = required(req.emailId, 'email_id');
-      await existing(teamId, id);
+      await existing(teamId, id, req.restrictDomainId);
       const locked = await withQueueLock(deps, id, () => deps.emails.mutate(id, (e): Mutation | null => {
         if (e.latestStatus === 'CANCELLED' && e.sendState === 'DONE') return null;
         const problem = notChangeable(e, 'cancelled');
@@ -172,13 +176,13 @@ export function createEmailsHandlers(deps: EmailsRpcDeps): UnaryHandlers<emailsV
 
     async listBounces(req) {
       const { page, limit } = paging(req.page, req.limit, 20, 100);
-      const { items, count } = await deps.emails.listFeedback(required(req.teamId, 'team_id'), 'bounce', page, limit);
+      const { items, count } = await deps.emails.listFeedback(required(req.teamId, 'team_id'), 'bounce', page, limit, req.restrictDomainId || undefined);
       return { bounces: items.map(feedbackToProto), count };
     },
 
     async listComplaints(req) {
       const { page, limit } = paging(req.page, req.limit, 20, 100);
-      const { items, count } = await deps.emails.listFeedback(required(req.teamId, 'team_id'), 'complaint', page, limit);
+      const { items, count } = await deps.emails.listFeedback(required(req.teamId, 'team_id'), 'complaint', page, limit, req.restrictDomainId || undefined);
       return { complaints: items.map(feedbackToProto), count };
     },
 

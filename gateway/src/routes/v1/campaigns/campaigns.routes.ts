@@ -1,9 +1,10 @@
 import { status as grpcStatus } from '@grpc/grpc-js';
 import { isServiceError } from '@mailfleet/kit';
 import { campaignsV1 } from '@mailfleet/proto';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Upstreams } from '../../../clients/upstreams.js';
 import { principalOf } from '../../../plugins/auth.plugin.js';
+import { GatewayError } from '../../../plugins/errors.plugin.js';
 import { idParam, iso, nullableString, nullableTimestamp, successResponse, timestamp } from '../../../schemas/common.js';
 
 const STATUS_NAMES: Record<number, string> = {
@@ -107,6 +108,17 @@ function page(reply: FastifyReply, code: number, title: string, body: string): F
 
 const escapeHtml = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 
+/**
+ * A campaign mails a team-wide contact book and campaigns store no domain to scope a query by, so a key
+ * restricted to one domain may not manage them (403, as for webhooks); before, such a key could read,
+ * pause or delete another domain's campaigns and create one from any domain.
+ */
+function teamOf(req: FastifyRequest): string {
+  const p = principalOf(req);
+  if (p.domainId) throw new GatewayError(403, 'A domain-restricted API key cannot manage campaigns', 'FORBIDDEN');
+  return p.teamId;
+}
+
 /** SPEC 4.8: campaigns, errors as `{code, message}`; plus the public unsubscribe link and its RFC 8058 one-click POST. */
 export function campaignsRoutes(deps: { upstreams: Upstreams }) {
   const { campaigns } = deps.upstreams;
@@ -115,7 +127,7 @@ export function campaignsRoutes(deps: { upstreams: Upstreams }) {
       config: { errorForm: 'code' },
       schema: { tags: ['Campaigns'], summary: 'List campaigns, newest first', response: { 200: { type: 'array', items: listItem } } },
     }, async (req) => {
-      const res = await campaigns.call.listCampaigns({ teamId: principalOf(req).teamId });
+      const res = await campaigns.call.listCampaigns({ teamId: teamOf(req) });
       return res.campaigns.map((c) => ({
         id: c.id, name: c.name, subject: c.subject, status: statusName(c.status), created_at: iso(c.createdAt),
         sent: c.sent, delivered: c.delivered, opened: c.opened, clicked: c.clicked,
@@ -152,7 +164,7 @@ export function campaignsRoutes(deps: { upstreams: Upstreams }) {
     }, async (req) => {
       const b = req.body;
       const res = await campaigns.call.createCampaign({
-        teamId: principalOf(req).teamId, name: b.name, from: b.from, subject: b.subject, contactBookId: b.contactBookId,
+        teamId: teamOf(req), name: b.name, from: b.from, subject: b.subject, contactBookId: b.contactBookId,
         html: b.html, content: b.content, previewText: b.previewText, replyTo: asList(b.replyTo), cc: asList(b.cc), bcc: asList(b.bcc),
         sendNow: b.sendNow ?? false, scheduledAt: b.scheduledAt, batchSize: b.batchSize, batchWindowMinutes: b.batchWindowMinutes,
       });
@@ -163,7 +175,7 @@ export function campaignsRoutes(deps: { upstreams: Upstreams }) {
       config: { errorForm: 'code' },
       schema: { tags: ['Campaigns'], summary: 'Get a campaign with its counters', params: campaignIdParam, response: { 200: campaign } },
     }, async (req) => {
-      const res = await campaigns.call.getCampaign({ teamId: principalOf(req).teamId, campaignId: req.params.campaignId });
+      const res = await campaigns.call.getCampaign({ teamId: teamOf(req), campaignId: req.params.campaignId });
       return toCampaign(res.campaign!);
     });
 
@@ -179,7 +191,7 @@ export function campaignsRoutes(deps: { upstreams: Upstreams }) {
     }, async (req) => {
       const b = req.body ?? {};
       await campaigns.call.scheduleCampaign({
-        teamId: principalOf(req).teamId, campaignId: req.params.campaignId, scheduledAt: b.scheduledAt, batchSize: b.batchSize, batchWindowMinutes: b.batchWindowMinutes,
+        teamId: teamOf(req), campaignId: req.params.campaignId, scheduledAt: b.scheduledAt, batchSize: b.batchSize, batchWindowMinutes: b.batchWindowMinutes,
       });
       return { success: true };
     });
@@ -188,7 +200,7 @@ export function campaignsRoutes(deps: { upstreams: Upstreams }) {
       config: { errorForm: 'code' },
       schema: { tags: ['Campaigns'], summary: 'Pause a sending campaign after the emails in flight', params: campaignIdParam, response: { 200: successResponse } },
     }, async (req) => {
-      await campaigns.call.pauseCampaign({ teamId: principalOf(req).teamId, campaignId: req.params.campaignId });
+      await campaigns.call.pauseCampaign({ teamId: teamOf(req), campaignId: req.params.campaignId });
       return { success: true };
     });
 
@@ -196,7 +208,7 @@ export function campaignsRoutes(deps: { upstreams: Upstreams }) {
       config: { errorForm: 'code' },
       schema: { tags: ['Campaigns'], summary: 'Resume a paused campaign where it stopped', params: campaignIdParam, response: { 200: successResponse } },
     }, async (req) => {
-      await campaigns.call.resumeCampaign({ teamId: principalOf(req).teamId, campaignId: req.params.campaignId });
+      await campaigns.call.resumeCampaign({ teamId: teamOf(req), campaignId: req.params.campaignId });
       return { success: true };
     });
 
@@ -204,7 +216,7 @@ export function campaignsRoutes(deps: { upstreams: Upstreams }) {
       config: { errorForm: 'code' },
       schema: { tags: ['Campaigns'], summary: 'Delete a campaign and all its emails', params: campaignIdParam, response: { 200: successResponse } },
     }, async (req) => {
-      await campaigns.call.deleteCampaign({ teamId: principalOf(req).teamId, campaignId: req.params.campaignId });
+      await campaigns.call.deleteCampaign({ teamId: teamOf(req), campaignId: req.params.campaignId });
       return { success: true };
     });
 

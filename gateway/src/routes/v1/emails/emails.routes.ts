@@ -320,12 +320,14 @@ export function emailsRoutes(deps: { upstreams: Upstreams }) {
           response: { 200: { type: 'object', required: ['data', 'count'], properties: { data: { type: 'array', items: feedbackItem }, count: { type: 'integer' } } } },
         },
       }, async (req) => {
-        const teamId = principalOf(req).teamId;
+        const p = principalOf(req);
+        // A domain-restricted key lists the bounces and complaints of its own domain's emails only.
+        const scope = { teamId: p.teamId, restrictDomainId: p.domainId, page: req.query.page, limit: req.query.limit };
         if (kind === 'bounces') {
-          const res = await emails.call.listBounces({ teamId, page: req.query.page, limit: req.query.limit });
+          const res = await emails.call.listBounces(scope);
           return { data: res.bounces.map(toFeedback), count: res.count };
         }
-        const res = await emails.call.listComplaints({ teamId, page: req.query.page, limit: req.query.limit });
+        const res = await emails.call.listComplaints(scope);
         return { data: res.complaints.map(toFeedback), count: res.count };
       });
     }
@@ -339,7 +341,11 @@ export function emailsRoutes(deps: { upstreams: Upstreams }) {
         response: { 200: { type: 'object', required: ['data', 'count'], properties: { data: { type: 'array', items: unsubscribeItem }, count: { type: 'integer' } } } },
       },
     }, async (req) => {
-      const res = await contacts.call.listUnsubscribes({ teamId: principalOf(req).teamId, page: req.query.page, limit: req.query.limit });
+      const p = principalOf(req);
+      // Contacts (and so their unsubscribes) belong to the team, not to a sending domain: a
+      // domain-restricted key has no unsubscribe of its domain to see.
+      if (p.domainId) return { data: [], count: 0 };
+      const res = await contacts.call.listUnsubscribes({ teamId: p.teamId, page: req.query.page, limit: req.query.limit });
       return {
         count: res.count,
         data: res.unsubscribes.map((u) => ({
@@ -352,7 +358,9 @@ export function emailsRoutes(deps: { upstreams: Upstreams }) {
       config: { errorForm: 'code', rateLimit: { family: 'READ_EMAIL' } },
       schema: { tags: ['Emails'], summary: 'An email with its events, oldest first', params: emailIdParam, response: { 200: emailDetail } },
     }, async (req) => {
-      const res = await emails.call.getEmail({ teamId: principalOf(req).teamId, emailId: req.params.emailId });
+      // A domain-restricted key finds only its domain's emails (404 otherwise, as for another team's).
+      const p = principalOf(req);
+      const res = await emails.call.getEmail({ teamId: p.teamId, emailId: req.params.emailId, restrictDomainId: p.domainId });
       const e = res.email!;
       return {
         ...toListItem(e),
@@ -385,8 +393,9 @@ export function emailsRoutes(deps: { upstreams: Upstreams }) {
       },
     }, async (req) => {
       const q = req.query;
+      const p = principalOf(req);
       const res = await emails.call.listEmailEvents({
-        teamId: principalOf(req).teamId, emailId: req.params.emailId, page: q.page, limit: q.limit,
+        teamId: p.teamId, restrictDomainId: p.domainId, emailId: req.params.emailId, page: q.page, limit: q.limit,
         status: q.status ? statusFromName(q.status) : emailsV1.EmailStatus.EMAIL_STATUS_UNSPECIFIED,
         startDate: q.startDate ? parseIso(q.startDate, 'startDate') : undefined,
       });
@@ -405,8 +414,9 @@ export function emailsRoutes(deps: { upstreams: Upstreams }) {
       },
     }, async (req) => {
       const at = req.body.scheduledAt;
+      const p = principalOf(req);
       const res = await emails.call.updateSchedule({
-        teamId: principalOf(req).teamId, emailId: req.params.emailId, scheduledAt: at === null ? undefined : parseIso(at, 'scheduledAt'),
+        teamId: p.teamId, restrictDomainId: p.domainId, emailId: req.params.emailId, scheduledAt: at === null ? undefined : parseIso(at, 'scheduledAt'),
       });
       return { emailId: res.emailId };
     });
@@ -421,7 +431,8 @@ export function emailsRoutes(deps: { upstreams: Upstreams }) {
         response: { 200: emailIdResponse },
       },
     }, async (req) => {
-      const res = await emails.call.cancelEmail({ teamId: principalOf(req).teamId, emailId: req.params.emailId });
+      const p = principalOf(req);
+      const res = await emails.call.cancelEmail({ teamId: p.teamId, restrictDomainId: p.domainId, emailId: req.params.emailId });
       return { emailId: res.emailId };
     });
   };

@@ -451,6 +451,11 @@ export interface GetEmailRequest {
   teamId: string;
   /** Email to return. */
   emailId: string;
+  /**
+   * The domain of a domain-restricted API key, absent when unrestricted:
+   * an email of another domain is NOT_FOUND, as another team's is.
+   */
+  restrictDomainId?: string | undefined;
 }
 
 /** GetEmailResponse holds an email and its events. */
@@ -476,7 +481,14 @@ export interface ListEmailEventsRequest {
   /** Only events with this status; UNSPECIFIED means all. */
   status: EmailStatus;
   /** Only events after this instant; absent means no bound. */
-  startDate?: Date | undefined;
+  startDate?:
+    | Date
+    | undefined;
+  /**
+   * The domain of a domain-restricted API key, absent when unrestricted:
+   * an email of another domain is NOT_FOUND, as another team's is.
+   */
+  restrictDomainId?: string | undefined;
 }
 
 /** ListEmailEventsResponse holds one page of events. */
@@ -496,7 +508,14 @@ export interface UpdateScheduleRequest {
   /** Email to reschedule. */
   emailId: string;
   /** New send time; absent clears the schedule and sends at once. */
-  scheduledAt?: Date | undefined;
+  scheduledAt?:
+    | Date
+    | undefined;
+  /**
+   * The domain of a domain-restricted API key, absent when unrestricted:
+   * an email of another domain is NOT_FOUND, as another team's is.
+   */
+  restrictDomainId?: string | undefined;
 }
 
 /** UpdateScheduleResponse names the rescheduled email. */
@@ -511,6 +530,11 @@ export interface CancelEmailRequest {
   teamId: string;
   /** Email to cancel. */
   emailId: string;
+  /**
+   * The domain of a domain-restricted API key, absent when unrestricted:
+   * an email of another domain is NOT_FOUND, as another team's is.
+   */
+  restrictDomainId?: string | undefined;
 }
 
 /** CancelEmailResponse names the cancelled email. */
@@ -527,6 +551,11 @@ export interface ListBouncesRequest {
   page: number;
   /** Page size, at most 100; 0 means 20. */
   limit: number;
+  /**
+   * The domain of a domain-restricted API key, absent when unrestricted:
+   * only emails of that domain are listed.
+   */
+  restrictDomainId?: string | undefined;
 }
 
 /** ListBouncesResponse holds one page of bounces. */
@@ -545,6 +574,11 @@ export interface ListComplaintsRequest {
   page: number;
   /** Page size, at most 100; 0 means 20. */
   limit: number;
+  /**
+   * The domain of a domain-restricted API key, absent when unrestricted:
+   * only emails of that domain are listed.
+   */
+  restrictDomainId?: string | undefined;
 }
 
 /** ListComplaintsResponse holds one page of complaints. */
@@ -2954,7 +2988,7 @@ export const ListEmailsResponse: MessageFns<ListEmailsResponse> = {
 };
 
 function createBaseGetEmailRequest(): GetEmailRequest {
-  return { teamId: "", emailId: "" };
+  return { teamId: "", emailId: "", restrictDomainId: undefined };
 }
 
 export const GetEmailRequest: MessageFns<GetEmailRequest> = {
@@ -2964,6 +2998,9 @@ export const GetEmailRequest: MessageFns<GetEmailRequest> = {
     }
     if (message.emailId !== "") {
       writer.uint32(18).string(message.emailId);
+    }
+    if (message.restrictDomainId !== undefined) {
+      writer.uint32(26).string(message.restrictDomainId);
     }
     return writer;
   },
@@ -2997,6 +3034,14 @@ export const GetEmailRequest: MessageFns<GetEmailRequest> = {
             message.emailId = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.restrictDomainId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3021,6 +3066,11 @@ export const GetEmailRequest: MessageFns<GetEmailRequest> = {
         : isSet(object.email_id)
         ? globalThis.String(object.email_id)
         : "",
+      restrictDomainId: isSet(object.restrictDomainId)
+        ? globalThis.String(object.restrictDomainId)
+        : isSet(object.restrict_domain_id)
+        ? globalThis.String(object.restrict_domain_id)
+        : undefined,
     };
   },
 
@@ -3032,6 +3082,9 @@ export const GetEmailRequest: MessageFns<GetEmailRequest> = {
     if (message.emailId !== "") {
       obj.emailId = message.emailId;
     }
+    if (message.restrictDomainId !== undefined) {
+      obj.restrictDomainId = message.restrictDomainId;
+    }
     return obj;
   },
 
@@ -3042,6 +3095,7 @@ export const GetEmailRequest: MessageFns<GetEmailRequest> = {
     const message = createBaseGetEmailRequest();
     message.teamId = object.teamId ?? "";
     message.emailId = object.emailId ?? "";
+    message.restrictDomainId = object.restrictDomainId ?? undefined;
     return message;
   },
 };
@@ -3132,7 +3186,7 @@ export const GetEmailResponse: MessageFns<GetEmailResponse> = {
 };
 
 function createBaseListEmailEventsRequest(): ListEmailEventsRequest {
-  return { teamId: "", emailId: "", page: 0, limit: 0, status: 0, startDate: undefined };
+  return { teamId: "", emailId: "", page: 0, limit: 0, status: 0, startDate: undefined, restrictDomainId: undefined };
 }
 
 export const ListEmailEventsRequest: MessageFns<ListEmailEventsRequest> = {
@@ -3154,6 +3208,9 @@ export const ListEmailEventsRequest: MessageFns<ListEmailEventsRequest> = {
     }
     if (message.startDate !== undefined) {
       Timestamp.encode(toTimestamp(message.startDate), writer.uint32(50).fork()).join();
+    }
+    if (message.restrictDomainId !== undefined) {
+      writer.uint32(58).string(message.restrictDomainId);
     }
     return writer;
   },
@@ -3219,6 +3276,14 @@ export const ListEmailEventsRequest: MessageFns<ListEmailEventsRequest> = {
             message.startDate = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.restrictDomainId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3251,6 +3316,11 @@ export const ListEmailEventsRequest: MessageFns<ListEmailEventsRequest> = {
         : isSet(object.start_date)
         ? fromJsonTimestamp(object.start_date)
         : undefined,
+      restrictDomainId: isSet(object.restrictDomainId)
+        ? globalThis.String(object.restrictDomainId)
+        : isSet(object.restrict_domain_id)
+        ? globalThis.String(object.restrict_domain_id)
+        : undefined,
     };
   },
 
@@ -3274,6 +3344,9 @@ export const ListEmailEventsRequest: MessageFns<ListEmailEventsRequest> = {
     if (message.startDate !== undefined) {
       obj.startDate = message.startDate.toISOString();
     }
+    if (message.restrictDomainId !== undefined) {
+      obj.restrictDomainId = message.restrictDomainId;
+    }
     return obj;
   },
 
@@ -3288,6 +3361,7 @@ export const ListEmailEventsRequest: MessageFns<ListEmailEventsRequest> = {
     message.limit = object.limit ?? 0;
     message.status = object.status ?? 0;
     message.startDate = object.startDate ?? undefined;
+    message.restrictDomainId = object.restrictDomainId ?? undefined;
     return message;
   },
 };
@@ -3394,7 +3468,7 @@ export const ListEmailEventsResponse: MessageFns<ListEmailEventsResponse> = {
 };
 
 function createBaseUpdateScheduleRequest(): UpdateScheduleRequest {
-  return { teamId: "", emailId: "", scheduledAt: undefined };
+  return { teamId: "", emailId: "", scheduledAt: undefined, restrictDomainId: undefined };
 }
 
 export const UpdateScheduleRequest: MessageFns<UpdateScheduleRequest> = {
@@ -3407,6 +3481,9 @@ export const UpdateScheduleRequest: MessageFns<UpdateScheduleRequest> = {
     }
     if (message.scheduledAt !== undefined) {
       Timestamp.encode(toTimestamp(message.scheduledAt), writer.uint32(26).fork()).join();
+    }
+    if (message.restrictDomainId !== undefined) {
+      writer.uint32(34).string(message.restrictDomainId);
     }
     return writer;
   },
@@ -3448,6 +3525,14 @@ export const UpdateScheduleRequest: MessageFns<UpdateScheduleRequest> = {
             message.scheduledAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.restrictDomainId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3477,6 +3562,11 @@ export const UpdateScheduleRequest: MessageFns<UpdateScheduleRequest> = {
         : isSet(object.scheduled_at)
         ? fromJsonTimestamp(object.scheduled_at)
         : undefined,
+      restrictDomainId: isSet(object.restrictDomainId)
+        ? globalThis.String(object.restrictDomainId)
+        : isSet(object.restrict_domain_id)
+        ? globalThis.String(object.restrict_domain_id)
+        : undefined,
     };
   },
 
@@ -3491,6 +3581,9 @@ export const UpdateScheduleRequest: MessageFns<UpdateScheduleRequest> = {
     if (message.scheduledAt !== undefined) {
       obj.scheduledAt = message.scheduledAt.toISOString();
     }
+    if (message.restrictDomainId !== undefined) {
+      obj.restrictDomainId = message.restrictDomainId;
+    }
     return obj;
   },
 
@@ -3502,6 +3595,7 @@ export const UpdateScheduleRequest: MessageFns<UpdateScheduleRequest> = {
     message.teamId = object.teamId ?? "";
     message.emailId = object.emailId ?? "";
     message.scheduledAt = object.scheduledAt ?? undefined;
+    message.restrictDomainId = object.restrictDomainId ?? undefined;
     return message;
   },
 };
@@ -3580,7 +3674,7 @@ export const UpdateScheduleResponse: MessageFns<UpdateScheduleResponse> = {
 };
 
 function createBaseCancelEmailRequest(): CancelEmailRequest {
-  return { teamId: "", emailId: "" };
+  return { teamId: "", emailId: "", restrictDomainId: undefined };
 }
 
 export const CancelEmailRequest: MessageFns<CancelEmailRequest> = {
@@ -3590,6 +3684,9 @@ export const CancelEmailRequest: MessageFns<CancelEmailRequest> = {
     }
     if (message.emailId !== "") {
       writer.uint32(18).string(message.emailId);
+    }
+    if (message.restrictDomainId !== undefined) {
+      writer.uint32(26).string(message.restrictDomainId);
     }
     return writer;
   },
@@ -3623,6 +3720,14 @@ export const CancelEmailRequest: MessageFns<CancelEmailRequest> = {
             message.emailId = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.restrictDomainId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3647,6 +3752,11 @@ export const CancelEmailRequest: MessageFns<CancelEmailRequest> = {
         : isSet(object.email_id)
         ? globalThis.String(object.email_id)
         : "",
+      restrictDomainId: isSet(object.restrictDomainId)
+        ? globalThis.String(object.restrictDomainId)
+        : isSet(object.restrict_domain_id)
+        ? globalThis.String(object.restrict_domain_id)
+        : undefined,
     };
   },
 
@@ -3658,6 +3768,9 @@ export const CancelEmailRequest: MessageFns<CancelEmailRequest> = {
     if (message.emailId !== "") {
       obj.emailId = message.emailId;
     }
+    if (message.restrictDomainId !== undefined) {
+      obj.restrictDomainId = message.restrictDomainId;
+    }
     return obj;
   },
 
@@ -3668,6 +3781,7 @@ export const CancelEmailRequest: MessageFns<CancelEmailRequest> = {
     const message = createBaseCancelEmailRequest();
     message.teamId = object.teamId ?? "";
     message.emailId = object.emailId ?? "";
+    message.restrictDomainId = object.restrictDomainId ?? undefined;
     return message;
   },
 };
@@ -3746,7 +3860,7 @@ export const CancelEmailResponse: MessageFns<CancelEmailResponse> = {
 };
 
 function createBaseListBouncesRequest(): ListBouncesRequest {
-  return { teamId: "", page: 0, limit: 0 };
+  return { teamId: "", page: 0, limit: 0, restrictDomainId: undefined };
 }
 
 export const ListBouncesRequest: MessageFns<ListBouncesRequest> = {
@@ -3759,6 +3873,9 @@ export const ListBouncesRequest: MessageFns<ListBouncesRequest> = {
     }
     if (message.limit !== 0) {
       writer.uint32(24).int32(message.limit);
+    }
+    if (message.restrictDomainId !== undefined) {
+      writer.uint32(34).string(message.restrictDomainId);
     }
     return writer;
   },
@@ -3800,6 +3917,14 @@ export const ListBouncesRequest: MessageFns<ListBouncesRequest> = {
             message.limit = reader.int32();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.restrictDomainId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3821,6 +3946,11 @@ export const ListBouncesRequest: MessageFns<ListBouncesRequest> = {
         : "",
       page: isSet(object.page) ? globalThis.Number(object.page) : 0,
       limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
+      restrictDomainId: isSet(object.restrictDomainId)
+        ? globalThis.String(object.restrictDomainId)
+        : isSet(object.restrict_domain_id)
+        ? globalThis.String(object.restrict_domain_id)
+        : undefined,
     };
   },
 
@@ -3835,6 +3965,9 @@ export const ListBouncesRequest: MessageFns<ListBouncesRequest> = {
     if (message.limit !== 0) {
       obj.limit = Math.round(message.limit);
     }
+    if (message.restrictDomainId !== undefined) {
+      obj.restrictDomainId = message.restrictDomainId;
+    }
     return obj;
   },
 
@@ -3846,6 +3979,7 @@ export const ListBouncesRequest: MessageFns<ListBouncesRequest> = {
     message.teamId = object.teamId ?? "";
     message.page = object.page ?? 0;
     message.limit = object.limit ?? 0;
+    message.restrictDomainId = object.restrictDomainId ?? undefined;
     return message;
   },
 };
@@ -3938,7 +4072,7 @@ export const ListBouncesResponse: MessageFns<ListBouncesResponse> = {
 };
 
 function createBaseListComplaintsRequest(): ListComplaintsRequest {
-  return { teamId: "", page: 0, limit: 0 };
+  return { teamId: "", page: 0, limit: 0, restrictDomainId: undefined };
 }
 
 export const ListComplaintsRequest: MessageFns<ListComplaintsRequest> = {
@@ -3951,6 +4085,9 @@ export const ListComplaintsRequest: MessageFns<ListComplaintsRequest> = {
     }
     if (message.limit !== 0) {
       writer.uint32(24).int32(message.limit);
+    }
+    if (message.restrictDomainId !== undefined) {
+      writer.uint32(34).string(message.restrictDomainId);
     }
     return writer;
   },
@@ -3992,6 +4129,14 @@ export const ListComplaintsRequest: MessageFns<ListComplaintsRequest> = {
             message.limit = reader.int32();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.restrictDomainId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4013,6 +4158,11 @@ export const ListComplaintsRequest: MessageFns<ListComplaintsRequest> = {
         : "",
       page: isSet(object.page) ? globalThis.Number(object.page) : 0,
       limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
+      restrictDomainId: isSet(object.restrictDomainId)
+        ? globalThis.String(object.restrictDomainId)
+        : isSet(object.restrict_domain_id)
+        ? globalThis.String(object.restrict_domain_id)
+        : undefined,
     };
   },
 
@@ -4027,6 +4177,9 @@ export const ListComplaintsRequest: MessageFns<ListComplaintsRequest> = {
     if (message.limit !== 0) {
       obj.limit = Math.round(message.limit);
     }
+    if (message.restrictDomainId !== undefined) {
+      obj.restrictDomainId = message.restrictDomainId;
+    }
     return obj;
   },
 
@@ -4038,6 +4191,7 @@ export const ListComplaintsRequest: MessageFns<ListComplaintsRequest> = {
     message.teamId = object.teamId ?? "";
     message.page = object.page ?? 0;
     message.limit = object.limit ?? 0;
+    message.restrictDomainId = object.restrictDomainId ?? undefined;
     return message;
   },
 };
