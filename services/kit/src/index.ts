@@ -17,3 +17,4 @@ export * from './ids.js';
 export * from './poller.js';
 export * from './count-once.js';
 export * from './book-cursor.js';
+export * from './addresses.js';
