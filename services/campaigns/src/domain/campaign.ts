@@ -99,6 +99,7 @@ export function senderDomain(from: string): string | undefined {
 /** Statuses a transition may start from. */
 export const PAUSABLE: readonly CampaignStatus[] = ['SENDING', 'SCHEDULED'];
 export const RESUMABLE: readonly CampaignStatus[] = ['PAUSED'];
+export const SCHEDULABLE: readonly CampaignStatus[] = ['DRAFT', 'SCHEDULED', 'PAUSED'];
 
 /**
  * What a resume leads to: a campaign paused before its scheduled time goes back to waiting for it
@@ -107,4 +108,3 @@ export const RESUMABLE: readonly CampaignStatus[] = ['PAUSED'];
 export function resumedStatus(scheduledAt: Date | null, now: Date): CampaignStatus {
   return scheduledAt && scheduledAt.getTime() > now.getTime() ? 'SCHEDULED' : 'SENDING';
 }
-export const SCHEDULABLE: readonly CampaignStatus[] = ['DRAFT', 'SCHEDULED', 'PAUSED'];

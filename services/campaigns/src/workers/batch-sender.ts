@@ -1,5 +1,5 @@
 import { status as grpcStatus } from '@grpc/grpc-js';
-import { isServiceError, randomBase62, type Logger } from '@mailfleet/kit';
+import { describeGrpcError, isServiceError, randomBase62, type Logger } from '@mailfleet/kit';
 import type { emailsV1 } from '@mailfleet/proto';
 import type { Campaign } from '../domain/campaign.js';
 import { renderCampaignText } from '../domain/render.js';
@@ -35,6 +35,17 @@ const PERMANENT = new Set<number>([
 export function permanentFailureReason(err: unknown): string | undefined {
   if (!isServiceError(err) || !PERMANENT.has(err.code)) return undefined;
   return (err.details || err.message).slice(0, 1000);
+}
+
+/**
+ * The chunk item whose own recipient the emails service refused (INVALID_ARGUMENT naming `emails[i]`
+ * and the field `to`): that contact's address, not the campaign, is the problem, so the contact is
+ * left out and the rest of the chunk goes on. Undefined for any other error.
+ */
+export function refusedRecipientIndex(err: unknown): number | undefined {
+  if (!isServiceError(err) || err.code !== grpcStatus.INVALID_ARGUMENT) return undefined;
+  const { details } = describeGrpcError(err);
+  return details && details.field === 'to' && typeof details.index === 'number' ? details.index : undefined;
 }
 
 /** Delay before the next attempt after `failures` failures in a row (1: the configured delay, then doubling). */
@@ -162,15 +173,27 @@ export function createBatchSender(deps: BatchSenderDeps): BatchSender {
       if (stopped) return deps.campaigns.release(c.id, owner);
       const want = Math.min(CHUNK_SIZE, c.batchSize - sentInBatch);
       const page = await nextChunk(c, cursor, want, c.batchSize - sentInBatch);
-      if (page.contacts.length > 0) {
-        await deps.upstreams.sendBatch({
-          teamId: c.teamId,
-          emails: page.contacts.map((ct) => render(c, ct)),
-          idempotencyKey: chunkIdempotencyKey(c.id, s.batchNo, chunkNo),
-          bodyHash: undefined,
-          restrictDomainId: undefined,
-          apiKeyId: undefined,
-        });
+      let emails = page.contacts.map((ct) => render(c, ct));
+      while (emails.length > 0) {
+        try {
+          await deps.upstreams.sendBatch({
+            teamId: c.teamId,
+            emails,
+            idempotencyKey: chunkIdempotencyKey(c.id, s.batchNo, chunkNo),
+            bodyHash: undefined,
+            restrictDomainId: undefined,
+            apiKeyId: undefined,
+          });
+          break;
+        } catch (err) {
+          // A refused chunk wrote nothing and released its key, so the rest goes again under the same
+          // key; a retry after a crash leaves out the same contacts and replays.
+          const bad = refusedRecipientIndex(err);
+          const skipped = bad === undefined ? undefined : emails[bad];
+          if (!skipped) throw err;
+          log.warn({ contactId: skipped.contactId, reason: isServiceError(err) ? err.details : undefined }, 'contact address refused by the emails service; contact skipped');
+          emails = emails.filter((_, i) => i !== bad);
+        }
       }
       sentInBatch += page.contacts.length;
       chunkNo += 1;

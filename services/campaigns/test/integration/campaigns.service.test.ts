@@ -96,6 +96,11 @@ beforeAll(async () => {
           if (refusedCampaigns.has(req.emails[0]?.campaignId ?? '')) {
             throw new InvalidArgumentError('emails[0]: from: the domain news.example.com is not verified; verify its DNS records first');
           }
+          // Like the real emails service: one bad recipient refuses the whole chunk, naming its index.
+          const bad = req.emails.findIndex((e) => e.to[0]?.startsWith('bad-'));
+          if (bad >= 0) {
+            throw new InvalidArgumentError(`emails[${bad}]: to: "${req.emails[bad]!.to[0]}" is not a valid email address`, { details: { index: bad, field: 'to' } });
+          }
           if (unavailableCalls > 0) {
             unavailableCalls -= 1;
             throw new UnavailableError('emails is down');
@@ -517,6 +522,18 @@ describe('campaigns never hang', () => {
     expect(await message(client.call.resumeCampaign({ teamId: TEAM, campaignId: c.id }))).toMatch(/^contactBookId: /);
     expect(await message(client.call.scheduleCampaign({ teamId: TEAM, campaignId: c.id, scheduledAt: 'in 1 hour' }))).toMatch(/^contactBookId: /);
     expect((await get(c.id)).status).toBe(PAUSED);
+  });
+
+  it('a contact whose address the emails service refuses is left out; the rest of the chunk and the campaign go on', async () => {
+    const contacts = makeBook('book_badaddr', 5);
+    contacts[1]!.email = 'bad-one@book_badaddr.test';
+    contacts[3]!.email = 'bad-two@book_badaddr.test';
+    const c = (await client.call.createCampaign(base({ contactBookId: 'book_badaddr', sendNow: true }))).campaign!;
+    await waitFor('completion', async () => ((await get(c.id)).status === COMPLETED ? true : undefined));
+    expect(recipientsOf(c.id).sort()).toEqual([contacts[0]!.email, contacts[2]!.email, contacts[4]!.email].sort());
+    // The full chunk, then without the first bad one, then without both: one key throughout.
+    expect(callsOf(c.id).map((k) => k.emails.length)).toEqual([5, 4, 3]);
+    expect(new Set(callsOf(c.id).map((k) => k.idempotencyKey)).size).toBe(1);
   });
 
   it('a transient failure keeps being retried with backoff until it passes', async () => {

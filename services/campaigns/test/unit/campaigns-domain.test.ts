@@ -5,7 +5,8 @@ import { counterEffectsOf } from '../../src/domain/counters.js';
 import { renderCampaignText } from '../../src/domain/render.js';
 import { resolveSchedule, zoneOffsetMinutes } from '../../src/domain/schedule.js';
 import { createUnsubscribeToken, unsubscribeUrl, verifyUnsubscribeToken } from '../../src/domain/unsubscribe-token.js';
-import { chunkIdempotencyKey, permanentFailureReason, retryDelay } from '../../src/workers/batch-sender.js';
+import { InvalidArgumentError, toGrpcError } from '@mailfleet/kit';
+import { chunkIdempotencyKey, permanentFailureReason, refusedRecipientIndex, retryDelay } from '../../src/workers/batch-sender.js';
 
 const NOW = new Date('2026-03-10T15:30:00.000Z');
 const at = (input: string, zone = 'UTC') => {
@@ -130,6 +131,14 @@ describe('campaigns that cannot send', () => {
     expect(permanentFailureReason(err(status.UNAVAILABLE, 'down'))).toBeUndefined();
     expect(permanentFailureReason(err(status.DEADLINE_EXCEEDED, 'slow'))).toBeUndefined();
     expect(permanentFailureReason(new Error('mongo went away'))).toBeUndefined();
+  });
+
+  it('recognises a chunk refused for one recipient\'s own address, and only that', () => {
+    const remote = (e: InvalidArgumentError) => Object.assign(new Error(e.message), toGrpcError(e));
+    expect(refusedRecipientIndex(remote(new InvalidArgumentError('emails[3]: to: bad', { details: { index: 3, field: 'to' } })))).toBe(3);
+    expect(refusedRecipientIndex(remote(new InvalidArgumentError('emails[0]: replyTo: bad', { details: { index: 0, field: 'replyTo' } })))).toBeUndefined();
+    expect(refusedRecipientIndex(remote(new InvalidArgumentError('emails[0]: from: not verified', { details: { index: 0, field: 'from' } })))).toBeUndefined();
+    expect(refusedRecipientIndex(new Error('boom'))).toBeUndefined();
   });
 
   it('backs off transient failures, doubling up to a bound', () => {
