@@ -1,3 +1,5 @@
+import { addressEntryProblem } from '@mailfleet/kit';
+
 export const CAMPAIGN_STATUSES = ['DRAFT', 'SCHEDULED', 'SENDING', 'PAUSED', 'COMPLETED'] as const;
 export type CampaignStatus = (typeof CAMPAIGN_STATUSES)[number];
 
@@ -33,6 +35,8 @@ export interface Campaign extends Counters {
   readonly replyTo: readonly string[];
   readonly cc: readonly string[];
   readonly bcc: readonly string[];
+  /** Why the sender paused the campaign (a permanent upstream refusal); null when not paused by the sender. */
+  readonly pausedReason: string | null;
   readonly createdAt: Date;
   readonly updatedAt: Date;
 }
@@ -44,12 +48,15 @@ export function hasUnsubscribePlaceholder(text: string | null | undefined): bool
 
 export interface CampaignInputProblem {
   readonly message: string;
+  /** The public field the problem is about, when it is one. */
+  readonly field?: string;
 }
 
 /** The first problem of a new campaign's fields, or undefined. */
 export function checkCampaignInput(i: {
   name: string; from: string; subject: string; contactBookId: string; html?: string | undefined; content?: string | undefined;
   batchSize?: number | undefined; batchWindowMinutes?: number | undefined;
+  replyTo?: readonly string[] | undefined; cc?: readonly string[] | undefined; bcc?: readonly string[] | undefined;
 }): CampaignInputProblem | undefined {
   if (!i.name.trim()) return { message: 'name is required' };
   if (!i.subject.trim()) return { message: 'subject is required' };
@@ -58,6 +65,14 @@ export function checkCampaignInput(i: {
   if (!i.html && !i.content) return { message: 'html or content is required' };
   if (!hasUnsubscribePlaceholder(i.html) && !hasUnsubscribePlaceholder(i.content)) {
     return { message: `The campaign content must contain the unsubscribe placeholder ${UNSUBSCRIBE_PLACEHOLDER}` };
+  }
+  // Checked here rather than when the first chunk is handed over: the emails service refuses the whole
+  // chunk for one bad address, and every chunk of the campaign carries the same ones.
+  for (const field of ['replyTo', 'cc', 'bcc'] as const) {
+    for (const value of i[field] ?? []) {
+      const problem = addressEntryProblem(value);
+      if (problem) return { message: `${field}: ${problem}`, field };
+    }
   }
   return checkBatching(i.batchSize, i.batchWindowMinutes);
 }
@@ -85,3 +100,11 @@ export function senderDomain(from: string): string | undefined {
 export const PAUSABLE: readonly CampaignStatus[] = ['SENDING', 'SCHEDULED'];
 export const RESUMABLE: readonly CampaignStatus[] = ['PAUSED'];
 export const SCHEDULABLE: readonly CampaignStatus[] = ['DRAFT', 'SCHEDULED', 'PAUSED'];
+
+/**
+ * What a resume leads to: a campaign paused before its scheduled time goes back to waiting for it
+ * (SCHEDULED); one whose time has come (it was sending, or its time passed while paused) sends.
+ */
+export function resumedStatus(scheduledAt: Date | null, now: Date): CampaignStatus {
+  return scheduledAt && scheduledAt.getTime() > now.getTime() ? 'SCHEDULED' : 'SENDING';
+}

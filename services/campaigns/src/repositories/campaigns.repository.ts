@@ -32,6 +32,8 @@ interface CampaignDoc {
   replyTo: string[];
   cc: string[];
   bcc: string[];
+  /** Set when the sender paused the campaign on a permanent refusal; cleared by a resume or schedule (absent on older documents). */
+  pausedReason?: string | null;
   createdAt: Date;
   updatedAt: Date;
   // Sending state (never leaves this file except through SendingState).
@@ -49,6 +51,8 @@ interface CampaignDoc {
   leaseOwner: string | null;
   leaseUntil: Date;
   totalCounted: boolean;
+  /** Failed attempts at the current chunk in a row (backoff of transient failures); absent on older documents. */
+  failures?: number;
   /** Count-once marks of countings in flight (see the kit's count-once.ts). */
   pending?: string[];
 }
@@ -61,9 +65,11 @@ export interface SendingState {
   readonly sentInBatch: number;
   readonly chunkNo: number;
   readonly totalCounted: boolean;
+  /** Failed attempts at the current chunk in a row. */
+  readonly failures: number;
 }
 
-export interface NewCampaign extends Omit<Campaign, 'total' | CounterName> {
+export interface NewCampaign extends Omit<Campaign, 'total' | CounterName | 'pausedReason'> {
   readonly nextBatchAt: Date;
 }
 
@@ -73,8 +79,15 @@ export interface CampaignsRepository {
   get(teamId: string, id: string): Promise<Campaign | undefined>;
   list(teamId: string): Promise<Campaign[]>;
   listForBook(teamId: string, contactBookId: string): Promise<Campaign[]>;
-  /** Compare-and-set on the status: undefined when the campaign is missing or not in one of `from`. */
-  transition(teamId: string, id: string, from: readonly CampaignStatus[], set: Partial<Pick<CampaignDoc, 'status' | 'scheduledAt' | 'batchSize' | 'batchWindowMinutes' | 'nextBatchAt'>>, now: Date): Promise<Campaign | undefined>;
+  /**
+   * Compare-and-set on the status (and on `scheduledAt` when `ifScheduledAt` is given): undefined when
+   * the campaign is missing or not in one of `from`. Clears a pausedReason.
+   */
+  transition(
+    teamId: string, id: string, from: readonly CampaignStatus[],
+    set: Partial<Pick<CampaignDoc, 'status' | 'scheduledAt' | 'batchSize' | 'batchWindowMinutes' | 'nextBatchAt'>>, now: Date,
+    ifScheduledAt?: Date | null,
+  ): Promise<Campaign | undefined>;
   delete(teamId: string, id: string): Promise<boolean>;
   /** SCHEDULED campaigns whose time has come become SENDING; returns how many. */
   startDue(now: Date): Promise<number>;
@@ -88,8 +101,13 @@ export interface CampaignsRepository {
   finishBatch(id: string, owner: string, done: boolean, nextBatchAt: Date, now: Date): Promise<void>;
   /** Frees a claim without finishing the batch (pause, stop). */
   release(id: string, owner: string): Promise<void>;
-  /** Frees a claim after a failure so that no replica takes the batch again before `until`. */
+  /** Frees a claim after a failure so that no replica takes the batch again before `until`; counts the failure. */
   backOff(id: string, owner: string, until: Date): Promise<void>;
+  /**
+   * After a refusal that no retry can change: the campaign becomes PAUSED with `reason` (one update,
+   * frees the claim; the cursor stays on the refused chunk, so a resume tries it again).
+   */
+  pauseWithReason(id: string, owner: string, reason: string, now: Date): Promise<void>;
   /**
    * Adds one to each counter exactly once per `key` (the kit's count-once protocol, marks in
    * `once_keys`): a redelivered event, a second request or a crash anywhere in between neither
@@ -109,7 +127,8 @@ function toRecord(d: CampaignDoc): Campaign {
     id: d._id, teamId: d.teamId, name: d.name, from: d.from, subject: d.subject, previewText: d.previewText, contactBookId: d.contactBookId,
     html: d.html, content: d.content, status: d.status, scheduledAt: d.scheduledAt, batchSize: d.batchSize, batchWindowMinutes: d.batchWindowMinutes,
     total: d.total, sent: d.sent, delivered: d.delivered, opened: d.opened, clicked: d.clicked, unsubscribed: d.unsubscribed, bounced: d.bounced,
-    hardBounced: d.hardBounced, complained: d.complained, replyTo: d.replyTo, cc: d.cc, bcc: d.bcc, createdAt: d.createdAt, updatedAt: d.updatedAt,
+    hardBounced: d.hardBounced, complained: d.complained, replyTo: d.replyTo, cc: d.cc, bcc: d.bcc, pausedReason: d.pausedReason ?? null,
+    createdAt: d.createdAt, updatedAt: d.updatedAt,
   };
 }
 
@@ -162,7 +181,8 @@ export function createCampaignsRepository(db: Db, countingOptions: CountingOptio
         html: c.html, content: c.content, status: c.status, scheduledAt: c.scheduledAt, batchSize: c.batchSize, batchWindowMinutes: c.batchWindowMinutes,
         total: 0, sent: 0, delivered: 0, opened: 0, clicked: 0, unsubscribed: 0, bounced: 0, hardBounced: 0, complained: 0,
         replyTo: [...c.replyTo], cc: [...c.cc], bcc: [...c.bcc], createdAt: c.createdAt, updatedAt: c.updatedAt,
-        cursor: null, batchNo: 0, sentInBatch: 0, chunkNo: 0, nextBatchAt: c.nextBatchAt, leaseOwner: null, leaseUntil: EPOCH, totalCounted: false,
+        pausedReason: null,
+        cursor: null, batchNo: 0, sentInBatch: 0, chunkNo: 0, nextBatchAt: c.nextBatchAt, leaseOwner: null, leaseUntil: EPOCH, totalCounted: false, failures: 0,
       };
       await col.insertOne(doc);
       return toRecord(doc);
@@ -177,10 +197,10 @@ export function createCampaignsRepository(db: Db, countingOptions: CountingOptio
     async listForBook(teamId, contactBookId) {
       return (await col.find({ teamId, contactBookId }).sort({ createdAt: -1, _id: -1 }).toArray()).map(toRecord);
     },
-    async transition(teamId, id, from, set, now) {
+    async transition(teamId, id, from, set, now, ifScheduledAt) {
       const d = await col.findOneAndUpdate(
-        { _id: id, teamId, status: { $in: [...from] } },
-        { $set: { ...set, updatedAt: now } },
+        { _id: id, teamId, status: { $in: [...from] }, ...(ifScheduledAt !== undefined ? { scheduledAt: ifScheduledAt } : {}) },
+        { $set: { ...set, pausedReason: null, updatedAt: now } },
         { returnDocument: 'after' },
       );
       return d ? toRecord(d) : undefined;
@@ -202,7 +222,10 @@ export function createCampaignsRepository(db: Db, countingOptions: CountingOptio
         { returnDocument: 'after', sort: { nextBatchAt: 1 } },
       );
       if (!d) return undefined;
-      return { campaign: toRecord(d), cursor: d.cursor, batchNo: d.batchNo, sentInBatch: d.sentInBatch, chunkNo: d.chunkNo, totalCounted: d.totalCounted };
+      return {
+        campaign: toRecord(d), cursor: d.cursor, batchNo: d.batchNo, sentInBatch: d.sentInBatch, chunkNo: d.chunkNo, totalCounted: d.totalCounted,
+        failures: d.failures ?? 0,
+      };
     },
     async setTotal(id, owner, total) {
       await col.updateOne({ ...leased(id, owner), totalCounted: false }, { $set: { total, totalCounted: true } });
@@ -210,7 +233,7 @@ export function createCampaignsRepository(db: Db, countingOptions: CountingOptio
     async advance(id, owner, p, now, leaseMs) {
       const d = await col.findOneAndUpdate(
         leased(id, owner),
-        { $set: { cursor: p.cursor, sentInBatch: p.sentInBatch, chunkNo: p.chunkNo, leaseUntil: new Date(now.getTime() + leaseMs), updatedAt: now } },
+        { $set: { cursor: p.cursor, sentInBatch: p.sentInBatch, chunkNo: p.chunkNo, failures: 0, leaseUntil: new Date(now.getTime() + leaseMs), updatedAt: now } },
         { returnDocument: 'after' },
       );
       return d?.status;
@@ -225,7 +248,15 @@ export function createCampaignsRepository(db: Db, countingOptions: CountingOptio
       await col.updateOne(leased(id, owner), { $set: { leaseOwner: null, leaseUntil: EPOCH } });
     },
     async backOff(id, owner, until) {
-      await col.updateOne(leased(id, owner), { $set: { leaseOwner: null, leaseUntil: until } });
+      await col.updateOne(leased(id, owner), { $set: { leaseOwner: null, leaseUntil: until }, $inc: { failures: 1 } });
+    },
+    async pauseWithReason(id, owner, reason, now) {
+      // Only from SENDING: a user's pause or delete meanwhile wins, and its state is not overwritten.
+      const r = await col.updateOne(
+        { ...leased(id, owner), status: 'SENDING' },
+        { $set: { status: 'PAUSED', pausedReason: reason, leaseOwner: null, leaseUntil: EPOCH, failures: 0, updatedAt: now } },
+      );
+      if (r.matchedCount === 0) await col.updateOne(leased(id, owner), { $set: { leaseOwner: null, leaseUntil: EPOCH } });
     },
     async countOnce(input) {
       return counting.count(effectOf(input));

@@ -4,7 +4,7 @@ import {
 import type { campaignsV1 } from '@mailfleet/proto';
 import type { CampaignUpstreams } from '../clients/upstreams.js';
 import {
-  checkBatching, checkCampaignInput, DEFAULT_BATCH_SIZE, DEFAULT_BATCH_WINDOW_MINUTES, PAUSABLE, RESUMABLE, SCHEDULABLE, senderDomain,
+  checkBatching, checkCampaignInput, DEFAULT_BATCH_SIZE, DEFAULT_BATCH_WINDOW_MINUTES, PAUSABLE, RESUMABLE, resumedStatus, SCHEDULABLE, senderDomain,
   type Campaign, type CampaignStatus,
 } from '../domain/campaign.js';
 import { resolveSchedule } from '../domain/schedule.js';
@@ -42,12 +42,27 @@ export function createCampaignsHandlers(deps: CampaignsHandlerDeps): UnaryHandle
     return c;
   }
 
+  /**
+   * Before a campaign (re)starts towards sending (schedule, resume): what the sender would be refused
+   * for every chunk is refused now, naming the field, instead of the campaign pausing later.
+   */
+  async function mustBeSendable(c: Campaign): Promise<void> {
+    const domain = senderDomain(c.from);
+    const state = domain ? await deps.upstreams.domainState(c.teamId, domain) : 'unknown';
+    if (state !== 'verified') {
+      throw new FailedPreconditionError(`from: the domain ${domain ?? c.from} is no longer a verified domain of this team; verify it first`);
+    }
+    if (!c.contactBookId || !(await deps.upstreams.bookExists(c.teamId, c.contactBookId))) {
+      throw new FailedPreconditionError(`contactBookId: the contact book ${c.contactBookId ?? ''} no longer exists`);
+    }
+  }
+
   /** Runs a compare-and-set transition; explains a refusal (missing: 404, wrong status: 400 precondition). */
   async function transition(
     teamId: string, id: string, from: readonly CampaignStatus[], action: string,
-    set: Parameters<CampaignsRepository['transition']>[3],
+    set: Parameters<CampaignsRepository['transition']>[3], ifScheduledAt?: Date | null,
   ): Promise<Campaign> {
-    const updated = await campaigns.transition(teamId, id, from, set, now());
+    const updated = await campaigns.transition(teamId, id, from, set, now(), ifScheduledAt);
     if (updated) return updated;
     const current = await mustGet(teamId, id);
     throw new FailedPreconditionError(`Cannot ${action} a campaign that is ${current.status}`);
@@ -60,9 +75,9 @@ export function createCampaignsHandlers(deps: CampaignsHandlerDeps): UnaryHandle
       const t = now();
       const scheduledAt = req.scheduledAt !== undefined && !req.sendNow ? schedule(req.scheduledAt, t, deps.timeZone) : null;
       const domain = senderDomain(req.from);
-      if (!domain) throw new InvalidArgumentError(`from "${req.from}" is not an email address`);
+      if (!domain) throw new InvalidArgumentError(`from: "${req.from}" is not an email address`);
       const state = await deps.upstreams.domainState(req.teamId, domain);
-      if (state !== 'verified') throw new InvalidArgumentError(`The domain ${domain} of from is not a verified domain of this team`);
+      if (state !== 'verified') throw new InvalidArgumentError(`from: the domain ${domain} is not a verified domain of this team`);
       if (!(await deps.upstreams.bookExists(req.teamId, req.contactBookId))) throw new NotFoundError(`Contact book ${req.contactBookId} not found`);
       const status: CampaignStatus = req.sendNow ? 'SENDING' : scheduledAt ? 'SCHEDULED' : 'DRAFT';
       const c = await campaigns.insert({
@@ -89,6 +104,8 @@ export function createCampaignsHandlers(deps: CampaignsHandlerDeps): UnaryHandle
       if (problem) throw new InvalidArgumentError(problem.message);
       const t = now();
       const at = req.scheduledAt !== undefined && req.scheduledAt.trim() !== '' ? schedule(req.scheduledAt, t, deps.timeZone) : t;
+      const current = await mustGet(req.teamId, req.campaignId);
+      if (SCHEDULABLE.includes(current.status)) await mustBeSendable(current);
       const c = await transition(req.teamId, req.campaignId, SCHEDULABLE, 'schedule', {
         status: 'SCHEDULED', scheduledAt: at,
         ...(req.batchSize !== undefined ? { batchSize: req.batchSize } : {}),
@@ -103,8 +120,14 @@ export function createCampaignsHandlers(deps: CampaignsHandlerDeps): UnaryHandle
     },
 
     async resumeCampaign(req) {
-      const c = await transition(req.teamId, req.campaignId, RESUMABLE, 'resume', { status: 'SENDING' });
-      deps.kickSender?.();
+      const current = await mustGet(req.teamId, req.campaignId);
+      if (!RESUMABLE.includes(current.status)) throw new FailedPreconditionError(`Cannot resume a campaign that is ${current.status}`);
+      await mustBeSendable(current);
+      // A campaign paused while it waited for its time waits for it again; the compare-and-set on
+      // scheduledAt makes a reschedule in between refuse this resume rather than use a stale time.
+      const status = resumedStatus(current.scheduledAt, now());
+      const c = await transition(req.teamId, req.campaignId, RESUMABLE, 'resume', { status }, current.scheduledAt);
+      if (status === 'SENDING') deps.kickSender?.();
       return { campaign: campaignToProto(c) };
     },
 

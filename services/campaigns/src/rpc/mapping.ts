@@ -21,6 +21,7 @@ export function campaignToProto(c: Campaign): campaignsV1.Campaign {
     total: c.total, sent: c.sent, delivered: c.delivered, opened: c.opened, clicked: c.clicked, unsubscribed: c.unsubscribed,
     bounced: c.bounced, hardBounced: c.hardBounced, complained: c.complained,
     replyTo: [...c.replyTo], cc: [...c.cc], bcc: [...c.bcc], createdAt: c.createdAt, updatedAt: c.updatedAt,
+    pausedReason: c.pausedReason ?? undefined,
   };
 }
 

@@ -1,4 +1,5 @@
-import { randomBase62, type Logger } from '@mailfleet/kit';
+import { status as grpcStatus } from '@grpc/grpc-js';
+import { describeGrpcError, isServiceError, randomBase62, type Logger } from '@mailfleet/kit';
 import type { emailsV1 } from '@mailfleet/proto';
 import type { Campaign } from '../domain/campaign.js';
 import { renderCampaignText } from '../domain/render.js';
@@ -17,6 +18,40 @@ const READ_AHEAD = 1000;
 /** Contacts read longer ago than this are read again: an unsubscribe meanwhile is honoured. */
 const READ_AHEAD_MAX_AGE_MS = 30_000;
 const MAX_READ_AHEAD_CAMPAIGNS = 64;
+/** Longest pause between retries of a transiently failing batch (the delay doubles per failure up to this). */
+const MAX_RETRY_DELAY_MS = 5 * 60_000;
+
+/**
+ * Upstream refusals that the same call will get again however often it is retried (a bad address,
+ * a domain no longer verified, a contact book deleted): the campaign is paused with the reason
+ * rather than retried forever. Anything else (UNAVAILABLE, DEADLINE_EXCEEDED, a database error...)
+ * is retried with backoff.
+ */
+const PERMANENT = new Set<number>([
+  grpcStatus.INVALID_ARGUMENT, grpcStatus.FAILED_PRECONDITION, grpcStatus.NOT_FOUND, grpcStatus.PERMISSION_DENIED,
+]);
+
+/** The reason a campaign is paused with, when `err` is a permanent refusal; undefined for a transient failure. */
+export function permanentFailureReason(err: unknown): string | undefined {
+  if (!isServiceError(err) || !PERMANENT.has(err.code)) return undefined;
+  return (err.details || err.message).slice(0, 1000);
+}
+
+/**
+ * The chunk item whose own recipient the emails service refused (INVALID_ARGUMENT naming `emails[i]`
+ * and the field `to`): that contact's address, not the campaign, is the problem, so the contact is
+ * left out and the rest of the chunk goes on. Undefined for any other error.
+ */
+export function refusedRecipientIndex(err: unknown): number | undefined {
+  if (!isServiceError(err) || err.code !== grpcStatus.INVALID_ARGUMENT) return undefined;
+  const { details } = describeGrpcError(err);
+  return details && details.field === 'to' && typeof details.index === 'number' ? details.index : undefined;
+}
+
+/** Delay before the next attempt after `failures` failures in a row (1: the configured delay, then doubling). */
+export function retryDelay(baseMs: number, failures: number): number {
+  return Math.min(MAX_RETRY_DELAY_MS, baseMs * 2 ** Math.min(Math.max(failures - 1, 0), 16));
+}
 
 export interface BatchSender {
   start(): void;
@@ -138,15 +173,27 @@ export function createBatchSender(deps: BatchSenderDeps): BatchSender {
       if (stopped) return deps.campaigns.release(c.id, owner);
       const want = Math.min(CHUNK_SIZE, c.batchSize - sentInBatch);
       const page = await nextChunk(c, cursor, want, c.batchSize - sentInBatch);
-      if (page.contacts.length > 0) {
-        await deps.upstreams.sendBatch({
-          teamId: c.teamId,
-          emails: page.contacts.map((ct) => render(c, ct)),
-          idempotencyKey: chunkIdempotencyKey(c.id, s.batchNo, chunkNo),
-          bodyHash: undefined,
-          restrictDomainId: undefined,
-          apiKeyId: undefined,
-        });
+      let emails = page.contacts.map((ct) => render(c, ct));
+      while (emails.length > 0) {
+        try {
+          await deps.upstreams.sendBatch({
+            teamId: c.teamId,
+            emails,
+            idempotencyKey: chunkIdempotencyKey(c.id, s.batchNo, chunkNo),
+            bodyHash: undefined,
+            restrictDomainId: undefined,
+            apiKeyId: undefined,
+          });
+          break;
+        } catch (err) {
+          // A refused chunk wrote nothing and released its key, so the rest goes again under the same
+          // key; a retry after a crash leaves out the same contacts and replays.
+          const bad = refusedRecipientIndex(err);
+          const skipped = bad === undefined ? undefined : emails[bad];
+          if (!skipped) throw err;
+          log.warn({ contactId: skipped.contactId, reason: isServiceError(err) ? err.details : undefined }, 'contact address refused by the emails service; contact skipped');
+          emails = emails.filter((_, i) => i !== bad);
+        }
       }
       sentInBatch += page.contacts.length;
       chunkNo += 1;
@@ -178,9 +225,18 @@ export function createBatchSender(deps: BatchSenderDeps): BatchSender {
       try {
         await runBatch(claimed);
       } catch (err) {
-        deps.logger.warn({ err, campaignId: claimed.campaign.id }, 'campaign batch failed; retried after a delay');
+        const reason = permanentFailureReason(err);
+        if (reason !== undefined) {
+          // Retrying would be refused the same way: the campaign stops, with the reason on GET, until the
+          // cause is fixed and it is resumed (the refused chunk's emails were never created, so none is lost).
+          deps.logger.warn({ err, campaignId: claimed.campaign.id }, 'campaign batch refused permanently; campaign paused');
+          await deps.campaigns.pauseWithReason(claimed.campaign.id, owner, reason, now());
+          continue;
+        }
+        const delay = retryDelay(deps.retryDelayMs, claimed.failures + 1);
+        deps.logger.warn({ err, campaignId: claimed.campaign.id, delayMs: delay }, 'campaign batch failed; retried after a delay');
         // Not at once, so a failing upstream is not hammered; the retry reuses the chunk's idempotency key.
-        await deps.campaigns.backOff(claimed.campaign.id, owner, new Date(now().getTime() + deps.retryDelayMs));
+        await deps.campaigns.backOff(claimed.campaign.id, owner, new Date(now().getTime() + delay));
       }
     }
   }

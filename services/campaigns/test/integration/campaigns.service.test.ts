@@ -2,7 +2,7 @@ import { Server, ServerCredentials, status, type ServiceError } from '@grpc/grpc
 import { jetstream } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import {
-  bindService, createEvent, createGrpcClient, createLogger, decodeBookCursor, encodeBookCursor, encodeEvent, FailedPreconditionError, NotFoundError,
+  bindService, createEvent, createGrpcClient, createLogger, decodeBookCursor, encodeBookCursor, encodeEvent, FailedPreconditionError, InvalidArgumentError, NotFoundError,
   startService, subjectFor,
   UnavailableError, type EventEnvelope, type RunningService, type UpstreamClient,
 } from '@mailfleet/kit';
@@ -45,6 +45,10 @@ const unsubscribeCalls: contactsV1.UnsubscribeContactRequest[] = [];
 const deleteCalls: emailsV1.DeleteCampaignEmailsRequest[] = [];
 /** SendBatch calls that accept the chunk and then answer UNAVAILABLE (a lost response). */
 let failAfterAccepting = 0;
+/** Campaigns whose chunks the emails peer refuses as the real one refuses a from domain that is no longer verified. */
+const refusedCampaigns = new Set<string>();
+/** SendBatch calls answered UNAVAILABLE without accepting anything (an emails service that is down). */
+let unavailableCalls = 0;
 
 function peerHandlers<S>(impl: Partial<Record<string, (req: never) => Promise<unknown>>>): never {
   return new Proxy(impl, {
@@ -89,6 +93,18 @@ beforeAll(async () => {
       handlers: peerHandlers<emailsV1.EmailsServiceServer>({
         sendBatch: async (req: emailsV1.SendBatchRequest) => {
           sendCalls.push(req);
+          if (refusedCampaigns.has(req.emails[0]?.campaignId ?? '')) {
+            throw new InvalidArgumentError('emails[0]: from: the domain news.example.com is not verified; verify its DNS records first');
+          }
+          // Like the real emails service: one bad recipient refuses the whole chunk, naming its index.
+          const bad = req.emails.findIndex((e) => e.to[0]?.startsWith('bad-'));
+          if (bad >= 0) {
+            throw new InvalidArgumentError(`emails[${bad}]: to: "${req.emails[bad]!.to[0]}" is not a valid email address`, { details: { index: bad, field: 'to' } });
+          }
+          if (unavailableCalls > 0) {
+            unavailableCalls -= 1;
+            throw new UnavailableError('emails is down');
+          }
           const key = req.idempotencyKey ?? '';
           const seen = sentByKey.get(key);
           if (seen) return { emailIds: seen, replayed: true };
@@ -442,5 +458,91 @@ describe('counters and unsubscribes', () => {
     expect((await get(c.id)).unsubscribed).toBe(1);
     expect(await code(client.call.unsubscribeFromCampaign({ token: `${token.split('.')[0]}.AAAA` }))).toBe('NOT_FOUND');
     expect(await code(client.call.unsubscribeFromCampaign({ token: 'nonsense' }))).toBe('NOT_FOUND');
+  });
+});
+
+describe('campaigns never hang', () => {
+  const SCHEDULED = campaignsV1.CampaignStatus.CAMPAIGN_STATUS_SCHEDULED;
+  const PAUSED = campaignsV1.CampaignStatus.CAMPAIGN_STATUS_PAUSED;
+  const COMPLETED = campaignsV1.CampaignStatus.CAMPAIGN_STATUS_COMPLETED;
+
+  it('pausing and resuming a scheduled campaign keeps it scheduled for the same time', async () => {
+    makeBook('book_keep', 2);
+    const c = (await client.call.createCampaign(base({ contactBookId: 'book_keep', scheduledAt: 'in 2 hours' }))).campaign!;
+    expect((await client.call.pauseCampaign({ teamId: TEAM, campaignId: c.id })).campaign!.status).toBe(PAUSED);
+    const resumed = (await client.call.resumeCampaign({ teamId: TEAM, campaignId: c.id })).campaign!;
+    expect(resumed.status).toBe(SCHEDULED);
+    expect(resumed.scheduledAt?.toISOString()).toBe(c.scheduledAt?.toISOString());
+    // Several sender passes later it still waits, and nothing was handed over.
+    await new Promise((r) => setTimeout(r, 500));
+    expect((await get(c.id)).status).toBe(SCHEDULED);
+    expect(callsOf(c.id)).toEqual([]);
+  });
+
+  it('refuses Reply-To, Cc and Bcc that are not addresses, naming the field', async () => {
+    expect(await code(client.call.createCampaign(base({ replyTo: ['not an address'], sendNow: true })))).toBe('INVALID_ARGUMENT');
+    expect(await message(client.call.createCampaign(base({ replyTo: ['not an address'] })))).toMatch(/^replyTo: /);
+    expect(await message(client.call.createCampaign(base({ cc: ['ok@example.org', 'bad@'] })))).toMatch(/^cc: /);
+    expect(await message(client.call.createCampaign(base({ bcc: ['x@example.org\r\nBcc: y@example.org'] })))).toMatch(/^bcc: /);
+    expect(await code(client.call.createCampaign(base({ replyTo: ['"Last, First" <a@example.org>, b@example.org'], cc: ['C <c@example.org>'] })))).toBe('OK');
+  });
+
+  it('a permanent refusal of SendBatch pauses the campaign with the reason instead of retrying forever', async () => {
+    makeBook('book_refused', 3);
+    const c = (await client.call.createCampaign(base({ contactBookId: 'book_refused', scheduledAt: new Date(Date.now() + 1000).toISOString() }))).campaign!;
+    refusedCampaigns.add(c.id);
+    const paused = await waitFor('paused', async () => {
+      const g = await get(c.id);
+      return g.status === PAUSED ? g : undefined;
+    });
+    expect(paused.pausedReason).toMatch(/not verified/);
+    const asked = callsOf(c.id).length;
+    expect(asked).toBe(1);
+    await new Promise((r) => setTimeout(r, 800));
+    expect(callsOf(c.id).length).toBe(asked);
+
+    // Once the cause is gone, a resume sends the same chunk (same key) and completes; the reason is cleared.
+    refusedCampaigns.delete(c.id);
+    expect((await client.call.resumeCampaign({ teamId: TEAM, campaignId: c.id })).campaign!.pausedReason).toBeUndefined();
+    await waitFor('completion', async () => ((await get(c.id)).status === COMPLETED ? true : undefined));
+    expect(recipientsOf(c.id)).toHaveLength(3);
+  });
+
+  it('a contact book deleted after scheduling pauses the campaign; schedule and resume then refuse it, naming the book', async () => {
+    makeBook('book_gone', 2);
+    const c = (await client.call.createCampaign(base({ contactBookId: 'book_gone', scheduledAt: new Date(Date.now() + 1000).toISOString() }))).campaign!;
+    books.delete('book_gone');
+    const paused = await waitFor('paused', async () => {
+      const g = await get(c.id);
+      return g.status === PAUSED ? g : undefined;
+    });
+    expect(paused.pausedReason).toMatch(/book not found/);
+    expect(callsOf(c.id)).toEqual([]);
+    expect(await code(client.call.resumeCampaign({ teamId: TEAM, campaignId: c.id }))).toBe('FAILED_PRECONDITION');
+    expect(await message(client.call.resumeCampaign({ teamId: TEAM, campaignId: c.id }))).toMatch(/^contactBookId: /);
+    expect(await message(client.call.scheduleCampaign({ teamId: TEAM, campaignId: c.id, scheduledAt: 'in 1 hour' }))).toMatch(/^contactBookId: /);
+    expect((await get(c.id)).status).toBe(PAUSED);
+  });
+
+  it('a contact whose address the emails service refuses is left out; the rest of the chunk and the campaign go on', async () => {
+    const contacts = makeBook('book_badaddr', 5);
+    contacts[1]!.email = 'bad-one@book_badaddr.test';
+    contacts[3]!.email = 'bad-two@book_badaddr.test';
+    const c = (await client.call.createCampaign(base({ contactBookId: 'book_badaddr', sendNow: true }))).campaign!;
+    await waitFor('completion', async () => ((await get(c.id)).status === COMPLETED ? true : undefined));
+    expect(recipientsOf(c.id).sort()).toEqual([contacts[0]!.email, contacts[2]!.email, contacts[4]!.email].sort());
+    // The full chunk, then without the first bad one, then without both: one key throughout.
+    expect(callsOf(c.id).map((k) => k.emails.length)).toEqual([5, 4, 3]);
+    expect(new Set(callsOf(c.id).map((k) => k.idempotencyKey)).size).toBe(1);
+  });
+
+  it('a transient failure keeps being retried with backoff until it passes', async () => {
+    makeBook('book_down', 2);
+    unavailableCalls = 3;
+    const c = (await client.call.createCampaign(base({ contactBookId: 'book_down', sendNow: true }))).campaign!;
+    await waitFor('completion', async () => ((await get(c.id)).status === COMPLETED ? true : undefined));
+    // Three refusals then the accepted call, all with the chunk's one key.
+    expect(callsOf(c.id).map((k) => k.idempotencyKey)).toEqual(Array(4).fill(callsOf(c.id)[0]!.idempotencyKey));
+    expect(recipientsOf(c.id)).toHaveLength(2);
   });
 });

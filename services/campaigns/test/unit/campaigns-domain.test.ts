@@ -1,10 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { checkBatching, checkCampaignInput, hasUnsubscribePlaceholder, senderDomain } from '../../src/domain/campaign.js';
+import { status } from '@grpc/grpc-js';
+import { checkBatching, checkCampaignInput, hasUnsubscribePlaceholder, resumedStatus, senderDomain } from '../../src/domain/campaign.js';
 import { counterEffectsOf } from '../../src/domain/counters.js';
 import { renderCampaignText } from '../../src/domain/render.js';
 import { resolveSchedule, zoneOffsetMinutes } from '../../src/domain/schedule.js';
 import { createUnsubscribeToken, unsubscribeUrl, verifyUnsubscribeToken } from '../../src/domain/unsubscribe-token.js';
-import { chunkIdempotencyKey } from '../../src/workers/batch-sender.js';
+import { InvalidArgumentError, toGrpcError } from '@mailfleet/kit';
+import { chunkIdempotencyKey, permanentFailureReason, refusedRecipientIndex, retryDelay } from '../../src/workers/batch-sender.js';
 
 const NOW = new Date('2026-03-10T15:30:00.000Z');
 const at = (input: string, zone = 'UTC') => {
@@ -100,5 +102,47 @@ describe('counters and keys', () => {
     expect(ev('email.queued', {})).toEqual([]);
     expect(counterEffectsOf({ id: 'e', type: 'email.sent', data: { id: 'em1' } })).toEqual([]);
     expect(chunkIdempotencyKey('c1', 2, 3)).toBe('campaign:c1:batch:2:chunk:3');
+  });
+});
+
+describe('campaigns that cannot send', () => {
+  const input = { name: 'n', from: 'a@b.com', subject: 's', contactBookId: 'b', html: '{{service_unsubscribe_url}}' };
+
+  it('refuses Reply-To, Cc and Bcc entries that are not addresses, naming the field', () => {
+    expect(checkCampaignInput({ ...input, replyTo: ['not an address'] })).toMatchObject({ field: 'replyTo', message: expect.stringMatching(/^replyTo: /) });
+    expect(checkCampaignInput({ ...input, cc: ['a@b.com', 'c@'] })).toMatchObject({ field: 'cc' });
+    expect(checkCampaignInput({ ...input, bcc: [''] })).toMatchObject({ field: 'bcc' });
+    expect(checkCampaignInput({ ...input, replyTo: ['R <r@example.org>'], cc: ['c@example.org, d@example.org'], bcc: [] })).toBeUndefined();
+  });
+
+  it('a resume before the scheduled time waits for it again; after it, sends', () => {
+    const now = new Date('2026-03-10T15:30:00Z');
+    expect(resumedStatus(new Date('2026-03-10T17:30:00Z'), now)).toBe('SCHEDULED');
+    expect(resumedStatus(new Date('2026-03-10T15:00:00Z'), now)).toBe('SENDING');
+    expect(resumedStatus(now, now)).toBe('SENDING');
+    expect(resumedStatus(null, now)).toBe('SENDING');
+  });
+
+  it('tells permanent upstream refusals from transient failures', () => {
+    const err = (code: number, details: string) => Object.assign(new Error(details), { code, details, metadata: {} });
+    expect(permanentFailureReason(err(status.INVALID_ARGUMENT, 'emails[0]: replyTo: bad'))).toBe('emails[0]: replyTo: bad');
+    expect(permanentFailureReason(err(status.FAILED_PRECONDITION, 'x'))).toBe('x');
+    expect(permanentFailureReason(err(status.NOT_FOUND, 'book not found'))).toBe('book not found');
+    expect(permanentFailureReason(err(status.UNAVAILABLE, 'down'))).toBeUndefined();
+    expect(permanentFailureReason(err(status.DEADLINE_EXCEEDED, 'slow'))).toBeUndefined();
+    expect(permanentFailureReason(new Error('mongo went away'))).toBeUndefined();
+  });
+
+  it('recognises a chunk refused for one recipient\'s own address, and only that', () => {
+    const remote = (e: InvalidArgumentError) => Object.assign(new Error(e.message), toGrpcError(e));
+    expect(refusedRecipientIndex(remote(new InvalidArgumentError('emails[3]: to: bad', { details: { index: 3, field: 'to' } })))).toBe(3);
+    expect(refusedRecipientIndex(remote(new InvalidArgumentError('emails[0]: replyTo: bad', { details: { index: 0, field: 'replyTo' } })))).toBeUndefined();
+    expect(refusedRecipientIndex(remote(new InvalidArgumentError('emails[0]: from: not verified', { details: { index: 0, field: 'from' } })))).toBeUndefined();
+    expect(refusedRecipientIndex(new Error('boom'))).toBeUndefined();
+  });
+
+  it('backs off transient failures, doubling up to a bound', () => {
+    expect([1, 2, 3, 4].map((n) => retryDelay(5000, n))).toEqual([5000, 10_000, 20_000, 40_000]);
+    expect(retryDelay(5000, 50)).toBe(300_000);
   });
 });

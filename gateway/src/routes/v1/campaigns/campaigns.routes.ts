@@ -43,6 +43,11 @@ const campaign = {
     bcc: stringArray,
     createdAt: timestamp,
     updatedAt: timestamp,
+    pausedReason: {
+      type: 'string',
+      description: 'Present only on a PAUSED campaign that the service paused itself: why sending was refused in a way retrying cannot change '
+        + '(for example the from domain no longer verified, or the contact book deleted). Fix the cause, then resume.',
+    },
   },
 } as const;
 
@@ -71,6 +76,8 @@ function toCampaign(c: campaignsV1.Campaign) {
     total: c.total, sent: c.sent, delivered: c.delivered, opened: c.opened, clicked: c.clicked, unsubscribed: c.unsubscribed,
     bounced: c.bounced, hardBounced: c.hardBounced, complained: c.complained,
     replyTo: c.replyTo, cc: c.cc, bcc: c.bcc, createdAt: iso(c.createdAt), updatedAt: iso(c.updatedAt),
+    // Outside SPEC 2.12, so only shown when there is a reason to show.
+    ...(c.pausedReason ? { pausedReason: c.pausedReason } : {}),
   };
 }
 
@@ -198,7 +205,7 @@ export function campaignsRoutes(deps: { upstreams: Upstreams }) {
 
     app.post<{ Params: { campaignId: string } }>('/campaigns/:campaignId/pause', {
       config: { errorForm: 'code' },
-      schema: { tags: ['Campaigns'], summary: 'Pause a sending campaign after the emails in flight', params: campaignIdParam, response: { 200: successResponse } },
+      schema: { tags: ['Campaigns'], summary: 'Pause a sending or scheduled campaign after the emails in flight', params: campaignIdParam, response: { 200: successResponse } },
     }, async (req) => {
       await campaigns.call.pauseCampaign({ teamId: teamOf(req), campaignId: req.params.campaignId });
       return { success: true };
@@ -206,7 +213,7 @@ export function campaignsRoutes(deps: { upstreams: Upstreams }) {
 
     app.post<{ Params: { campaignId: string } }>('/campaigns/:campaignId/resume', {
       config: { errorForm: 'code' },
-      schema: { tags: ['Campaigns'], summary: 'Resume a paused campaign where it stopped', params: campaignIdParam, response: { 200: successResponse } },
+      schema: { tags: ['Campaigns'], summary: 'Resume a paused campaign where it stopped (one paused before its scheduled time is SCHEDULED again for that time)', params: campaignIdParam, response: { 200: successResponse } },
     }, async (req) => {
       await campaigns.call.resumeCampaign({ teamId: teamOf(req), campaignId: req.params.campaignId });
       return { success: true };

@@ -158,7 +158,16 @@ export interface Campaign {
     | Date
     | undefined;
   /** When the campaign was last changed. */
-  updatedAt?: Date | undefined;
+  updatedAt?:
+    | Date
+    | undefined;
+  /**
+   * Why the service paused the campaign: a refusal that retrying cannot
+   * change (for example the From domain no longer verified or the contact
+   * book deleted). Absent when the campaign was not paused by the service;
+   * cleared by a resume or a schedule.
+   */
+  pausedReason?: string | undefined;
 }
 
 /** CampaignListItem is the smaller campaign shape of the list response. */
@@ -421,6 +430,7 @@ function createBaseCampaign(): Campaign {
     bcc: [],
     createdAt: undefined,
     updatedAt: undefined,
+    pausedReason: undefined,
   };
 }
 
@@ -506,6 +516,9 @@ export const Campaign: MessageFns<Campaign> = {
     }
     if (message.updatedAt !== undefined) {
       Timestamp.encode(toTimestamp(message.updatedAt), writer.uint32(218).fork()).join();
+    }
+    if (message.pausedReason !== undefined) {
+      writer.uint32(226).string(message.pausedReason);
     }
     return writer;
   },
@@ -739,6 +752,14 @@ export const Campaign: MessageFns<Campaign> = {
             message.updatedAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 28: {
+            if (tag !== 226) {
+              break;
+            }
+
+            message.pausedReason = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -823,6 +844,11 @@ export const Campaign: MessageFns<Campaign> = {
         ? fromJsonTimestamp(object.updatedAt)
         : isSet(object.updated_at)
         ? fromJsonTimestamp(object.updated_at)
+        : undefined,
+      pausedReason: isSet(object.pausedReason)
+        ? globalThis.String(object.pausedReason)
+        : isSet(object.paused_reason)
+        ? globalThis.String(object.paused_reason)
         : undefined,
     };
   },
@@ -910,6 +936,9 @@ export const Campaign: MessageFns<Campaign> = {
     if (message.updatedAt !== undefined) {
       obj.updatedAt = message.updatedAt.toISOString();
     }
+    if (message.pausedReason !== undefined) {
+      obj.pausedReason = message.pausedReason;
+    }
     return obj;
   },
 
@@ -945,6 +974,7 @@ export const Campaign: MessageFns<Campaign> = {
     message.bcc = object.bcc?.map((e) => e) || [];
     message.createdAt = object.createdAt ?? undefined;
     message.updatedAt = object.updatedAt ?? undefined;
+    message.pausedReason = object.pausedReason ?? undefined;
     return message;
   },
 };
@@ -3114,8 +3144,8 @@ export const CampaignsServiceService = {
     responseDeserialize: (value: Buffer): ScheduleCampaignResponse => ScheduleCampaignResponse.decode(value),
   },
   /**
-   * PauseCampaign stops a running campaign after the batch in flight
-   * (POST /v1/campaigns/{campaignId}/pause).
+   * PauseCampaign stops a running or scheduled campaign after the batch in
+   * flight (POST /v1/campaigns/{campaignId}/pause).
    */
   pauseCampaign: {
     path: "/campaigns.v1.CampaignsService/PauseCampaign" as const,
@@ -3129,7 +3159,11 @@ export const CampaignsServiceService = {
   },
   /**
    * ResumeCampaign continues a paused campaign from where it stopped
-   * (POST /v1/campaigns/{campaignId}/resume).
+   * (POST /v1/campaigns/{campaignId}/resume). A campaign paused before its
+   * scheduled time becomes SCHEDULED again for the same time. Before it
+   * restarts, the From domain must still be verified and the contact book
+   * still exist (else FAILED_PRECONDITION naming the field), as for
+   * ScheduleCampaign.
    */
   resumeCampaign: {
     path: "/campaigns.v1.CampaignsService/ResumeCampaign" as const,
@@ -3212,13 +3246,17 @@ export interface CampaignsServiceServer extends UntypedServiceImplementation {
    */
   scheduleCampaign: handleUnaryCall<ScheduleCampaignRequest, ScheduleCampaignResponse>;
   /**
-   * PauseCampaign stops a running campaign after the batch in flight
-   * (POST /v1/campaigns/{campaignId}/pause).
+   * PauseCampaign stops a running or scheduled campaign after the batch in
+   * flight (POST /v1/campaigns/{campaignId}/pause).
    */
   pauseCampaign: handleUnaryCall<PauseCampaignRequest, PauseCampaignResponse>;
   /**
    * ResumeCampaign continues a paused campaign from where it stopped
-   * (POST /v1/campaigns/{campaignId}/resume).
+   * (POST /v1/campaigns/{campaignId}/resume). A campaign paused before its
+   * scheduled time becomes SCHEDULED again for the same time. Before it
+   * restarts, the From domain must still be verified and the contact book
+   * still exist (else FAILED_PRECONDITION naming the field), as for
+   * ScheduleCampaign.
    */
   resumeCampaign: handleUnaryCall<ResumeCampaignRequest, ResumeCampaignResponse>;
   /**
@@ -3316,8 +3354,8 @@ export interface CampaignsServiceClient extends Client {
     callback: (error: ServiceError | null, response: ScheduleCampaignResponse) => void,
   ): ClientUnaryCall;
   /**
-   * PauseCampaign stops a running campaign after the batch in flight
-   * (POST /v1/campaigns/{campaignId}/pause).
+   * PauseCampaign stops a running or scheduled campaign after the batch in
+   * flight (POST /v1/campaigns/{campaignId}/pause).
    */
   pauseCampaign(
     request: PauseCampaignRequest,
@@ -3336,7 +3374,11 @@ export interface CampaignsServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * ResumeCampaign continues a paused campaign from where it stopped
-   * (POST /v1/campaigns/{campaignId}/resume).
+   * (POST /v1/campaigns/{campaignId}/resume). A campaign paused before its
+   * scheduled time becomes SCHEDULED again for the same time. Before it
+   * restarts, the From domain must still be verified and the contact book
+   * still exist (else FAILED_PRECONDITION naming the field), as for
+   * ScheduleCampaign.
    */
   resumeCampaign(
     request: ResumeCampaignRequest,
