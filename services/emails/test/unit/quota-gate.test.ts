@@ -5,9 +5,9 @@ import { createBlockQuotaGate, type QuotaReserve } from '../../src/clients/upstr
 const logger = createLogger({ service: 'quota-gate-test', level: 'silent' });
 
 /** auth's quota in memory: reserves like Admit (no block beyond a tenth of the limit) and records releases. */
-function fakeAuth(dailyLimit: number) {
+function fakeAuth(dailyLimit: number, startDay = new Date().toISOString().slice(0, 10)) {
   let used = 0;
-  let day = '2026-11-23';
+  let day = startDay;
   const reserves: { min: number; max: number; granted: number }[] = [];
   const releases: { day: string; count: number }[] = [];
   const reserve: QuotaReserve = async (_teamId, min, max) => {
@@ -39,7 +39,7 @@ describe('quota gate reserving blocks', () => {
     expect(auth.reserves[0]).toEqual({ min: 1, max: 51, granted: 51 });
     await gate.stop();
     // What was reserved and not used goes back.
-    expect(auth.releases).toEqual([{ day: '2026-11-23', count: 153 - 120 }]);
+    expect(auth.releases).toEqual([{ day: new Date().toISOString().slice(0, 10), count: 153 - 120 }]);
     expect(auth.used).toBe(120);
   });
 
@@ -70,7 +70,7 @@ describe('quota gate reserving blocks', () => {
 
   it('gives back a block left from an earlier day', async () => {
     let now = new Date('2026-11-23T23:59:00Z');
-    const auth = fakeAuth(1_000);
+    const auth = fakeAuth(1_000, '2026-11-23');
     const gate = createBlockQuotaGate({ reserve: auth.reserve, release: auth.release, logger, now: () => now });
     await gate.consume('team_1', 1);
     now = new Date('2026-11-24T00:01:00Z');
