@@ -304,6 +304,8 @@ export interface BatchClaim {
   readonly targets: ReadonlyMap<string, TargetApply>;
   /** Marks this batch holds (inserted or taken over). */
   readonly held: number;
+  /** Their ids: finish reaches each by `_id`, which every store serves from its primary key. */
+  readonly heldIds: readonly string[];
   /** Effects counted before (by this event or another) or being counted by another event now. */
   readonly alreadyCounted: number;
   /** Events whose effect another delivery of the same event holds right now: deliver them again later. */
@@ -451,7 +453,7 @@ export function createBatchCountOnce(opts: {
       for (const [k, v] of Object.entries(e.inc)) t.inc[k] = (t.inc[k] ?? 0) + v;
       byTarget.set(e.target, t);
     }
-    return { batchId, until, targets: byTarget, held: held.length, alreadyCounted, busy };
+    return { batchId, until, targets: byTarget, held: held.length, heldIds: held.map((e) => e.markId), alreadyCounted, busy };
   }
 
   async function apply(c: BatchClaim): Promise<void> {
@@ -480,9 +482,15 @@ export function createBatchCountOnce(opts: {
 
   async function finish(c: BatchClaim): Promise<boolean> {
     if (c.held === 0) return true;
-    const res = await marks.updateMany(
-      { batchId: c.batchId, pending: true, until: c.until } as Filter<KeyedDoc>, { $set: { pending: false, doneAt: now() } },
-    );
+    // By `_id`, not by `batchId`: FerretDB serves only `_id` from an index, and a filter on the
+    // batch would read every mark ever written, once per batch.
+    const doneAt = now();
+    const res = await bulkWriteInChunks(marks, c.heldIds.map((id) => ({
+      updateOne: {
+        filter: { _id: id, batchId: c.batchId, pending: true, until: c.until } as Filter<KeyedDoc>,
+        update: { $set: { pending: false, doneAt } },
+      },
+    })));
     return res.matchedCount === c.held;
   }
 

@@ -319,6 +319,11 @@ describe('counting once without transactions', () => {
     await crashed.claim({ teamId, emailId: 'em_crash3', metric: 'delivered', eventId: e.id, rollup: rollupKey(teamId) });
     // The service finds the live lease of the same event, naks, and takes over on a later delivery.
     await publish(e);
+    // The nak's delay can make the consumer look idle in between: wait for the count itself.
+    const deadline = Date.now() + 30_000;
+    while ((await client.call.getStats({ teamId })).stats!.totalDelivered < 1 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 200));
+    }
     await consumersIdle(30_000);
     expect((await client.call.getStats({ teamId })).stats).toMatchObject({ totalDelivered: 1 });
   });
