@@ -134,6 +134,30 @@ describe('sending (SPEC 4.2)', () => {
     expect(mail.parsed.html).toContain('<b>A&lt;B</b>');
   });
 
+  it('refuses missing template variables with a 400 naming them, for a template, inline content and a batch item', async () => {
+    const t = await api('POST', '/v1/templates', { token: s.token, body: { name: 'Welcome', subject: 'Hi {{first}}', html: '<p>{{first}} {{last}}</p>' } });
+    const marker = inbox('vars');
+    const fromTemplate = await send({ to: marker, subject: undefined, text: undefined, templateId: (t.body as { id: string }).id, variables: { first: 'Ann' } });
+    expect(fromTemplate).toMatchObject({ status: 400, body: { code: 'BAD_REQUEST' } });
+    expect((fromTemplate.body as { message: string }).message).toContain('{{last}}');
+    const inline = await send({ to: marker, subject: 'Order {{order}}', text: 'Dear {{name}}', variables: { order: 3 } });
+    expect(inline.status).toBe(400);
+    expect((inline.body as { message: string }).message).toContain('{{name}}');
+    const batch = await api('POST', '/v1/emails/batch', {
+      token: s.token,
+      body: [
+        { from: `a@${s.domain}`, to: marker, subject: 's', text: 'fine' },
+        { from: `a@${s.domain}`, to: marker, subject: 's', text: 'Dear {{name}}', variables: {} },
+      ],
+    });
+    expect(batch.status).toBe(400);
+    expect((batch.body as { message: string }).message).toMatch(/^emails\[1\]: variables: .*\{\{name\}\}/);
+    // Without variables and without a template, braces are content: sent as written.
+    const literal = await send({ to: marker, subject: 'Braces', text: 'Use {{name}} in templates' });
+    expect(literal.status).toBe(200);
+    expect((await mailTo(marker)).parsed.text).toContain('Use {{name}} in templates');
+  });
+
   it('validates: a bad batch item is a 400 naming its index and nothing is sent', async () => {
     const marker = inbox('batch');
     const batch = await api('POST', '/v1/emails/batch', {

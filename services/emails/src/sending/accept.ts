@@ -130,6 +130,8 @@ export function createAcceptor(deps: AcceptDeps) {
         if (!inReplyTo) throw invalid(req.batch, i, `inReplyToId: email ${v.inReplyToId} not found`, 'inReplyToId');
       }
       const rendered = renderEmail({ subject: v.subject ?? template?.subject ?? '', html, text }, { variables: v.variables, usesTemplate: Boolean(template) });
+      // Every placeholder's value is known now: a missing one is the caller's to fix, not a stored failure.
+      if (!rendered.ok && rendered.missing.length > 0) throw invalid(req.batch, i, `variables: ${rendered.error}`, 'variables');
       return { v, identity: found.identity, template, rendered, inReplyTo };
     });
   }
