@@ -60,7 +60,13 @@ export interface MailboxSimulatorOptions {
   softBounceWindowMs?: number;
   /** Deadline of one attempt to hand a report over; default 10 s. */
   reportTimeoutMs?: number;
-  /** SMTP connections to the report target, each kept open and reused report after report; default 4. */
+  /**
+   * SMTP connections to the report target, each kept open and reused report after report; default 32.
+   * A connection carries one report at a time, so this is how many the listener can apply together:
+   * the emails service group-commits the reports that arrive at once, and with a few connections its
+   * commits held a few reports each, the reports fell behind the mail (24 s behind after 1,900 mails in
+   * the drill) and outlived the send lease they must beat to stop a resend after a crash.
+   */
   reportConnections?: number;
   /**
    * Accepted messages whose reports are not yet handed over (or given up). At this many, the sink
@@ -477,7 +483,7 @@ function createMailboxSimulator(opts: MailboxSimulatorOptions, emit: (event: Sim
   const retryDelays = opts.reportRetryDelaysMs ?? [500, 2000, 5000];
   const softBounceWindowMs = opts.softBounceWindowMs ?? 10 * 60_000;
   const reportTimeoutMs = opts.reportTimeoutMs ?? 10_000;
-  const connections = Math.max(1, opts.reportConnections ?? 4);
+  const connections = Math.max(1, opts.reportConnections ?? 32);
   const maxPending = Math.max(1, opts.maxPendingReports ?? 20_000);
   /** (sender, recipient) -> when its first attempt was deferred. */
   const deferred = new Map<string, number>();

@@ -59,9 +59,9 @@ export function addressOfRecipient(raw: string): string | undefined {
 /*
  * Address syntax for what is handed on to the emails service later
  * (campaigns' replyTo, cc, bcc): refusing at accept what the emails service
- * would refuse at send time. The rules of one address are those of the
- * emails service's `isValidAddress` (RFC 5321, ASCII dot-atom local part, a
- * domain of at least two labels): stricter than `normaliseAddress`, because
+ * would refuse at send time: `isValidAddress` is the one the emails service
+ * checks with too (RFC 5321, ASCII dot-atom local part, a domain of at least
+ * two labels): stricter than `normaliseAddress`, because
  * the SMTP relay path takes ASCII addresses only.
  */
 

@@ -1,4 +1,4 @@
-import { canonicalAddress } from '@mailfleet/kit';
+import { canonicalAddress, isValidAddress } from '@mailfleet/kit';
 import addressparser from 'nodemailer/lib/addressparser/index.js';
 
 /** One mailbox: the bare address and an optional display name. */
@@ -7,22 +7,11 @@ export interface Mailbox {
   readonly name: string;
 }
 
-const LOCAL = /^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+$/;
-const LABEL = /^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/;
 // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused
 const CONTROL = /[\u0000-\u001f\u007f]/;
 
-/** A plain RFC 5321 address (ASCII, dot-atom local part, a domain with at least two labels). */
-export function isValidAddress(address: string): boolean {
-  if (address.length > 254) return false;
-  const at = address.lastIndexOf('@');
-  if (at <= 0 || at === address.length - 1) return false;
-  const local = address.slice(0, at);
-  const domain = address.slice(at + 1);
-  if (local.length > 64 || !LOCAL.test(local) || local.startsWith('.') || local.endsWith('.') || local.includes('..')) return false;
-  const labels = domain.split('.');
-  return labels.length >= 2 && labels.every((l) => LABEL.test(l)) && !/^\d+$/.test(labels[labels.length - 1] ?? '');
-}
+/** The one RFC 5321 address check (the kit's): campaigns refuse at accept what would be refused here. */
+export { isValidAddress };
 
 export class AddressError extends Error {}
 
