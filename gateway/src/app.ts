@@ -39,7 +39,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     genReqId: (req) => sanitizeRequestId(req.headers['x-request-id']) ?? randomUUID(),
     bodyLimit: deps.bodyLimitBytes ?? 20 * 1024 * 1024,
     // Path params hold addresses (/v1/suppressions/email/{email}): 254 characters, up to 12 each once percent-encoded.
-    maxParamLength: 254 * 12,
+    routerOptions: { maxParamLength: 254 * 12 },
     trustProxy: deps.trustProxy ?? false,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: true } },
     disableRequestLogging: false,

@@ -242,6 +242,11 @@ describe('automatic suppression from events (real JetStream)', () => {
     const teamId = newTeam();
     const manual = await client.call.addSuppression({ teamId, email: 'kept@example.com', reason: R.SUPPRESSION_REASON_MANUAL });
     await publish(bounce(teamId, 'em_42', ['kept@example.com']));
+    // The consumer can look idle before it took the event: wait for the entry to change, then for quiet.
+    const deadline = Date.now() + 20_000;
+    while ((await list(teamId)).suppressions[0]?.reason !== R.SUPPRESSION_REASON_HARD_BOUNCE && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
     await consumerIdle();
     const listed = await list(teamId);
     expect(listed.total).toBe(1);
