@@ -113,7 +113,9 @@ export function createReportHandler(deps: ReportHandlerDeps & { readonly lingerM
     maxItems: 25,
     maxDelayMs: deps.lingerMs ?? 50,
     flush: async (items) => {
-      const found = new Map((await deps.emails.getManyById([...new Set(items.map((i) => i.emailId))])).map((e) => [e.id, e]));
+      // An email this process wrote lately (its send outcome, usually) is taken as it wrote it: the write below
+      // is a compare-and-set on its version, so a stale record only loses and is read then.
+      const found = new Map((await deps.emails.getManyById([...new Set(items.map((i) => i.emailId))], { recent: true })).map((e) => [e.id, e]));
       const known = items.filter((i) => found.has(i.emailId));
       for (const i of items) if (!found.has(i.emailId)) deps.logger.info({ emailId: i.emailId, kind: i.report.kind }, 'report for an unknown email ignored');
       // A worker may be sending one of these emails right now (the report beat its write of the relay's 250): the

@@ -4,6 +4,7 @@ import {
 import { Binary, type Collection, type Db, type Document, type Filter, type UpdateFilter } from 'mongodb';
 import { emailEventData, type EmailFacts, type EventExtras } from '../domain/event-data.js';
 import { advanceStatus, eventTypeOf, type EmailStatus } from '../domain/status.js';
+import { createRecentEmails, type RecentEmails } from './recent-emails.js';
 
 /** One stored status change (SPEC 2.5); its id is the id of the `email.*` event published for it. */
 export interface StoredEvent {
@@ -227,8 +228,23 @@ export interface EmailsRepository {
    * email that is gone.
    */
   mutateMany(items: readonly { initial: EmailRecord; fn: (e: EmailRecord) => Mutation | null }[], opts?: { now?: () => Date }): Promise<(MutateResult | undefined)[]>;
-  /** Many emails by id (missing ones are left out): one read on MongoDB, one lookup per id on FerretDB (see byIds). */
-  getManyById(ids: readonly string[]): Promise<EmailRecord[]>;
+  /**
+   * Many emails by id (missing ones are left out): one read on MongoDB, one lookup per id on FerretDB (see
+   * byIds). With `recent`, an email this process wrote lately is taken as it wrote it, without a read: only
+   * for a caller whose writes are compare-and-sets (a stale record loses and is read then).
+   */
+  getManyById(ids: readonly string[], opts?: { recent?: boolean }): Promise<EmailRecord[]>;
+  /**
+   * The emails as this process's accept inserted them (or as its later writes left them), with their content
+   * when it is still remembered (given out once): no read. Only for emails the caller knows unchanged since the
+   * accept (an untouched queue entry); the others are missing from the answer and must be read.
+   */
+  takeAccepted(ids: readonly string[]): Promise<Map<string, { record: EmailRecord; content?: EmailContent | undefined }>>;
+  /**
+   * The accept is about to write these emails (queue entries first, then the emails): until the returned
+   * function is called, `takeAccepted` and `getManyById` of them wait for it instead of reading too early.
+   */
+  writing(ids: readonly string[]): () => void;
   /** The contents of many emails, read as `getManyById` reads. */
   contentsOf(ids: readonly string[]): Promise<Map<string, EmailContent>>;
   contentOf(id: string): Promise<EmailContent>;
@@ -281,10 +297,30 @@ export interface EmailsRepositoryHooks {
   isPublished?: (eventId: string) => boolean;
 }
 
-export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}): EmailsRepository {
+export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}, recent: RecentEmails = createRecentEmails()): EmailsRepository {
   const col: Collection<EmailDoc> = db.collection<EmailDoc>('emails');
   const attachments: Collection<AttachmentsDoc> = db.collection<AttachmentsDoc>('email_attachments');
   const contents: Collection<ContentDoc> = db.collection<ContentDoc>('email_contents');
+  /** Writes of this process under way, by email id: a use of `recent` waits for them (a newer record is coming). */
+  const inFlight = new Map<string, Promise<void>>();
+  function writing(ids: readonly string[]): () => void {
+    let release!: () => void;
+    const p = new Promise<void>((resolve) => { release = resolve; });
+    for (const id of ids) inFlight.set(id, p);
+    return () => {
+      for (const id of ids) if (inFlight.get(id) === p) inFlight.delete(id);
+      release();
+    };
+  }
+  async function settled(ids: readonly string[]): Promise<void> {
+    const waits = [...new Set(ids.map((id) => inFlight.get(id)).filter((p): p is Promise<void> => p !== undefined))];
+    if (waits.length > 0) await Promise.all(waits);
+  }
+  /** The newer of a record and the one this process wrote last (versions only grow). */
+  function newest(r: EmailRecord): EmailRecord {
+    const known = recent.get(r.id);
+    return known && known.version > r.version ? known : r;
+  }
 
   function buildEvents(teamId: string, facts: EmailFacts, specs: readonly { status: EmailStatus; extras?: EventExtras; occurredAt?: Date }[], now: Date) {
     return specs.map((s) => {
@@ -335,7 +371,12 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
     const done = hooks.isPublished ? current.outbox.filter((e) => hooks.isPublished!(e.id)) : [];
     let outbox: OutboxEntry[];
     let write: UpdateFilter<EmailDoc>;
+    let sameOutbox: Record<string, unknown> = {};
     if (done.length > 0) {
+      // The outbox is set whole here, from `current`: only when the stored one still has as many entries. At
+      // the same version it can only have lost some (the publisher's and the relay's removals do not change the
+      // version), and one removed and then forgotten by the publisher must not come back with this write.
+      sameOutbox = { outbox: { $size: current.outbox.length } };
       outbox = [...current.outbox.filter((e) => !done.includes(e)), ...outboxEntries(events)];
       set.outbox = outbox;
       write = update as UpdateFilter<EmailDoc>;
@@ -347,11 +388,12 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
     // What shows, on a later read, that this very write landed: an event id it stored or the report key it added.
     const marker = stored[0] ? { eventId: stored[0].id } : m.addReportKey ? { reportKey: m.addReportKey } : undefined;
     return {
-      filter: { _id: current.id, version: current.version, ...NOT_DELETED } as Filter<EmailDoc>, update: write, record, events, outbox, marker,
+      filter: { _id: current.id, version: current.version, ...sameOutbox, ...NOT_DELETED } as Filter<EmailDoc>, update: write, record, events, outbox, marker,
     };
   }
 
   function written(w: PlannedWrite): MutateResult {
+    recent.put(w.record);
     if (w.events.length > 0) hooks.onWritten?.(w.record.id, w.outbox);
     return { applied: true, record: w.record, events: w.events };
   }
@@ -363,6 +405,55 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
       return (d.events ?? []).some((e) => e.id === id);
     }
     return (d.reportKeys ?? []).includes(w.marker.reportKey);
+  }
+
+  async function mutateManyFrom(
+    items: readonly { initial: EmailRecord; fn: (e: EmailRecord) => Mutation | null }[],
+    current: (EmailRecord | undefined)[],
+    results: (MutateResult | undefined)[],
+    clock: () => Date,
+  ): Promise<(MutateResult | undefined)[]> {
+    let open = items.map((_, i) => i);
+    for (let round = 0; round < 20 && open.length > 0; round++) {
+      const plans: { index: number; write: PlannedWrite }[] = [];
+      for (const i of open) {
+        const rec = current[i]!;
+        const m = items[i]!.fn(rec);
+        if (!m) results[i] = { applied: false, record: rec, events: [] };
+        else plans.push({ index: i, write: buildWrite(rec, m, clock()) });
+      }
+      if (plans.length === 0) return results;
+      // Without a marker a write could not be told apart from a conflict: those go one by one.
+      const unmarked = plans.filter((p) => !p.write.marker);
+      const marked = plans.filter((p) => p.write.marker);
+      for (const p of unmarked) {
+        const item = items[p.index]!;
+        results[p.index] = await repo.mutate(item.initial.id, item.fn, { initial: current[p.index], now: clock });
+      }
+      if (marked.length === 0) return results;
+      const res = await col.bulkWrite(marked.map((p) => ({ updateOne: { filter: p.write.filter, update: p.write.update } })), { ordered: false });
+      if (res.matchedCount === marked.length) {
+        for (const p of marked) results[p.index] = written(p.write);
+        return results;
+      }
+      // Some compare-and-sets lost to another writer: one read of the batch tells which landed (their
+      // marker is there) and gives the others their current state to compute the change again.
+      const docs = await byIds(col, [...new Set(marked.map((p) => p.write.record.id))]);
+      const byId = new Map(docs.map((d) => [d._id, d]));
+      open = [];
+      for (const p of marked) {
+        const d = byId.get(p.write.record.id);
+        if (d && !landed(d, p.write)) console.error('DBG miss', current[p.index]!.version, d.version, current[p.index]!.outbox.length, d.outbox?.length, JSON.stringify(p.write.filter));
+        if (d && landed(d, p.write)) results[p.index] = written(p.write);
+        else if (!d || d._deletedAt) results[p.index] = undefined;
+        else {
+          current[p.index] = toRecord(d);
+          open.push(p.index);
+        }
+      }
+    }
+    if (open.length > 0) throw new Error(`emails ${open.map((i) => items[i]!.initial.id).join(', ')}: too many concurrent changes`);
+    return results;
   }
 
   const repo: EmailsRepository = {
@@ -420,6 +511,14 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
         return doc;
       });
       const inserted = await insertIgnoringDuplicates(col as unknown as Collection<Document>, docs as unknown as Document[]);
+      // What this insert wrote is remembered for the send worker (not an email that was there already: a
+      // retried accept's email may have changed since; not one due much later: it would only take memory).
+      const soon = Date.now() + 60_000;
+      docs.forEach((d, i) => {
+        const e = emails[i]!;
+        if (!inserted?.has(i) || d.sendState !== 'PENDING' || (d.nextAttemptAt && d.nextAttemptAt.getTime() > soon)) return;
+        recent.put(toRecord(d), { html: e.html, text: e.text, headers: e.headers });
+      });
       // What this insert wrote is handed over as written; an email that existed already (a retried accept)
       // is only named, so its stored outbox is read and published.
       const existing: string[] = [];
@@ -500,52 +599,36 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
     async mutateMany(items, opts = {}) {
       const clock = opts.now ?? (() => new Date());
       const results: (MutateResult | undefined)[] = new Array(items.length);
-      const current: (EmailRecord | undefined)[] = items.map((i) => i.initial);
-      let open = items.map((_, i) => i);
-      for (let round = 0; round < 20 && open.length > 0; round++) {
-        const plans: { index: number; write: PlannedWrite }[] = [];
-        for (const i of open) {
-          const rec = current[i]!;
-          const m = items[i]!.fn(rec);
-          if (!m) results[i] = { applied: false, record: rec, events: [] };
-          else plans.push({ index: i, write: buildWrite(rec, m, clock()) });
-        }
-        if (plans.length === 0) return results;
-        // Without a marker a write could not be told apart from a conflict: those go one by one.
-        const unmarked = plans.filter((p) => !p.write.marker);
-        const marked = plans.filter((p) => p.write.marker);
-        for (const p of unmarked) {
-          const item = items[p.index]!;
-          results[p.index] = await repo.mutate(item.initial.id, item.fn, { initial: current[p.index], now: clock });
-        }
-        if (marked.length === 0) return results;
-        const res = await col.bulkWrite(marked.map((p) => ({ updateOne: { filter: p.write.filter, update: p.write.update } })), { ordered: false });
-        if (res.matchedCount === marked.length) {
-          for (const p of marked) results[p.index] = written(p.write);
-          return results;
-        }
-        // Some compare-and-sets lost to another writer: one read of the batch tells which landed (their
-        // marker is there) and gives the others their current state to compute the change again.
-        const docs = await byIds(col, [...new Set(marked.map((p) => p.write.record.id))]);
-        const byId = new Map(docs.map((d) => [d._id, d]));
-        open = [];
-        for (const p of marked) {
-          const d = byId.get(p.write.record.id);
-          if (d && landed(d, p.write)) results[p.index] = written(p.write);
-          else if (!d || d._deletedAt) results[p.index] = undefined;
-          else {
-            current[p.index] = toRecord(d);
-            open.push(p.index);
-          }
-        }
+      // A write of this process to the same emails under way (a report's, a send outcome's) is waited for and
+      // its result started from: a compare-and-set on the caller's older record would only lose to it.
+      const ids = items.map((i) => i.initial.id);
+      await settled(ids);
+      const done = writing(ids);
+      try {
+        return await mutateManyFrom(items, items.map((i) => newest(i.initial)), results, clock);
+      } finally {
+        done();
       }
-      if (open.length > 0) throw new Error(`emails ${open.map((i) => items[i]!.initial.id).join(', ')}: too many concurrent changes`);
-      return results;
     },
+    writing,
 
-    async getManyById(ids) {
+    async getManyById(ids, opts = {}) {
       if (ids.length === 0) return [];
-      return (await byIds(col, [...new Set(ids)], NOT_DELETED)).map(toRecord);
+      const unique = [...new Set(ids)];
+      if (opts.recent) await settled(unique);
+      const known = opts.recent ? unique.map((id) => recent.get(id)).filter((r): r is EmailRecord => r !== undefined) : [];
+      const have = new Set(known.map((r) => r.id));
+      const read = unique.filter((id) => !have.has(id));
+      return [...known, ...(await byIds(col, read, NOT_DELETED)).map(toRecord)];
+    },
+    async takeAccepted(ids) {
+      await settled(ids);
+      const out = new Map<string, { record: EmailRecord; content?: EmailContent | undefined }>();
+      for (const id of ids) {
+        const record = recent.get(id);
+        if (record) out.set(id, { record, content: recent.takeContent(id) });
+      }
+      return out;
     },
     async contentsOf(ids) {
       if (ids.length === 0) return new Map();
@@ -574,6 +657,7 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
     async tombstoneCampaign(teamId, campaignId, now) {
       const ids = (await col.find({ teamId, campaignId } as Filter<EmailDoc>, { projection: { _id: 1 } }).toArray()).map((d) => d._id);
       const res = await col.updateMany({ teamId, campaignId, ...NOT_DELETED } as Filter<EmailDoc>, { $set: { _deletedAt: now } });
+      for (const id of ids) recent.forget(id);
       // Bodies and files go with them (the tombstones themselves are purged once their events are out).
       for (let i = 0; i < ids.length; i += 500) {
         const chunk = ids.slice(i, i + 500);

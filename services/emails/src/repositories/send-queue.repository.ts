@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Collection, Db, UpdateFilter } from 'mongodb';
+import type { AnyBulkWriteOperation, Collection, Db, UpdateFilter } from 'mongodb';
 
 /**
  * The send queue: one small document per email waiting to be sent, deleted
@@ -27,6 +27,11 @@ interface QueueDoc {
   claimId?: string;
   /** Attempts started, including one a crashed worker never finished. */
   attempts: number;
+  /**
+   * Set by every write other than the accept's insert and a worker's claim (a change's lock, a reschedule, a
+   * given-back claim): the email may have changed since it was accepted.
+   */
+  touched?: boolean;
   createdAt: Date;
 }
 
@@ -41,6 +46,12 @@ export interface QueueEntry {
   readonly claimId: string;
   /** The worker whose attempt never finished (it crashed), when there is one. */
   readonly previousOwner?: string | undefined;
+  /**
+   * Nothing but the accept and this claim ever wrote the entry: no attempt was started before, no change
+   * locked it, no claim was given back. So the email is still exactly as its accept wrote it (everything
+   * that changes a waiting email takes the entry first; reports and tracking follow a send).
+   */
+  readonly untouched: boolean;
 }
 
 export type LockResult = 'locked' | 'busy' | 'absent';
@@ -71,16 +82,35 @@ export interface SendQueueRepository {
 }
 
 export const CHANGE_OWNER = 'change';
+/** Statements per bulk write. */
+const MAX_BULK = 25;
 const EPOCH = new Date(0);
 
 export function createSendQueueRepository(db: Db): SendQueueRepository {
   const col: Collection<QueueDoc> = db.collection<QueueDoc>('send_queue');
   function rescheduleUpdate(due: Date, uncount: boolean | undefined): UpdateFilter<QueueDoc> {
     return {
-      $set: { due, leaseUntil: EPOCH }, $unset: { leaseOwner: '' as const, claimId: '' as const },
+      $set: { due, leaseUntil: EPOCH, touched: true }, $unset: { leaseOwner: '' as const, claimId: '' as const },
       ...(uncount ? { $inc: { attempts: -1 } } : {}),
       $setOnInsert: { createdAt: new Date(), ...(uncount ? {} : { attempts: 0 }) },
     };
+  }
+  /**
+   * One statement per id in ordered:false bulks of 25 (FerretDB v1 holds a SQLite connection per statement of
+   * a command until it ends; pool of 100), instead of one `_id $in` filter, which FerretDB v1 answers with a
+   * scan of the whole collection. Resolves to the summed count the caller asks for.
+   */
+  async function bulkById(
+    ids: readonly string[],
+    op: (id: string) => AnyBulkWriteOperation<QueueDoc>,
+    counted: 'modifiedCount' | 'matchedCount' | 'deletedCount',
+  ): Promise<number> {
+    let n = 0;
+    for (let i = 0; i < ids.length; i += MAX_BULK) {
+      const res = await col.bulkWrite(ids.slice(i, i + MAX_BULK).map(op), { ordered: false });
+      n += res[counted];
+    }
+    return n;
   }
   return {
     async ensureIndexes() {
@@ -103,20 +133,20 @@ export function createSendQueueRepository(db: Db): SendQueueRepository {
       const leaseUntil = new Date(now.getTime() + leaseMs);
       const claimId = randomBytes(9).toString('base64url');
       const ids = candidates.map((c) => c._id);
-      // The condition is checked again per entry inside the update: one another worker took since the read is skipped.
-      const res = await col.updateMany(
-        { _id: { $in: ids }, ...free },
-        { $set: { leaseUntil, leaseOwner: owner, claimId }, $inc: { attempts: 1 } },
-      );
-      if (res.modifiedCount === 0) return [];
+      // The condition is checked again per entry inside the update: one another worker took since the read is
+      // skipped. By `_id` one statement each, not `_id $in`: FerretDB v1 scans the whole collection for `$in`.
+      const claim = { $set: { leaseUntil, leaseOwner: owner, claimId }, $inc: { attempts: 1 } };
+      const modified = await bulkById(ids, (id) => ({ updateOne: { filter: { _id: id, ...free }, update: claim } }), 'modifiedCount');
+      if (modified === 0) return [];
       let taken: QueueDoc[] = candidates;
-      if (res.modifiedCount < candidates.length) {
-        const mine = new Set((await col.find({ _id: { $in: ids }, claimId }, { projection: { _id: 1 } }).toArray()).map((d) => d._id));
+      if (modified < candidates.length) {
+        const mine = new Set((await col.find({ claimId }, { projection: { _id: 1 } }).toArray()).map((d) => d._id));
         taken = candidates.filter((c) => mine.has(c._id));
       }
       return taken.map((before) => ({
         emailId: before._id, due: before.due, createdAt: before.createdAt, attempt: (before.attempts ?? 0) + 1, leaseUntil, claimId,
         previousOwner: before.leaseOwner && before.leaseOwner !== CHANGE_OWNER ? before.leaseOwner : undefined,
+        untouched: (before.attempts ?? 0) === 0 && before.touched !== true && !before.leaseOwner,
       }));
     },
     async reschedule(emailId, due, opts = {}) {
@@ -124,13 +154,13 @@ export function createSendQueueRepository(db: Db): SendQueueRepository {
     },
     async extendLeases(claimId, emailIds, leaseUntil) {
       if (emailIds.length === 0) return;
-      await col.updateMany({ _id: { $in: [...emailIds] }, claimId }, { $set: { leaseUntil } });
+      await bulkById(emailIds, (id) => ({ updateOne: { filter: { _id: id, claimId }, update: { $set: { leaseUntil } } } }), 'matchedCount');
     },
     async rescheduleMany(items) {
       if (items.length === 0) return;
       // Small bulks: FerretDB v1 holds a SQLite connection per statement of a bulk until it ends (pool of 100).
-      for (let i = 0; i < items.length; i += 25) {
-        const chunk = items.slice(i, i + 25);
+      for (let i = 0; i < items.length; i += MAX_BULK) {
+        const chunk = items.slice(i, i + MAX_BULK);
         await col.bulkWrite(chunk.map((x) => ({ updateOne: { filter: { _id: x.emailId }, update: rescheduleUpdate(x.due, x.uncount), upsert: true } })), { ordered: false });
       }
     },
@@ -139,12 +169,12 @@ export function createSendQueueRepository(db: Db): SendQueueRepository {
     },
     async removeMany(emailIds) {
       if (emailIds.length === 0) return;
-      await col.deleteMany({ _id: { $in: [...emailIds] } });
+      await bulkById(emailIds, (id) => ({ deleteOne: { filter: { _id: id } } }), 'deletedCount');
     },
     async lockForChange(emailId, now, ms = 30_000) {
       const locked = await col.findOneAndUpdate(
         { _id: emailId, leaseUntil: { $lte: now } },
-        { $set: { leaseUntil: new Date(now.getTime() + ms), leaseOwner: CHANGE_OWNER } },
+        { $set: { leaseUntil: new Date(now.getTime() + ms), leaseOwner: CHANGE_OWNER, touched: true } },
       );
       if (locked) return 'locked';
       return (await col.countDocuments({ _id: emailId }, { limit: 1 })) > 0 ? 'busy' : 'absent';

@@ -188,10 +188,20 @@ export function createAcceptor(deps: AcceptDeps) {
     };
   }
 
-  /** Queue entries first: an entry whose email is not there yet is skipped and looked at again, while an email without an entry would never be sent. */
+  /**
+   * Queue entries first: an entry whose email is not there yet is skipped and looked at again, while an email
+   * without an entry would never be sent. A local worker that claims an entry meanwhile waits for the insert
+   * (it then sends from what the insert wrote, without reading it back).
+   */
   async function write(items: readonly AcceptWrite[]): Promise<void> {
-    await deps.queue.enqueue(items.flatMap((i) => i.entries), now());
-    await deps.emails.insertMany(items.flatMap((i) => i.docs));
+    const docs = items.flatMap((i) => i.docs);
+    const done = deps.emails.writing(docs.map((d) => d.id));
+    try {
+      await deps.queue.enqueue(items.flatMap((i) => i.entries), now());
+      await deps.emails.insertMany(docs);
+    } finally {
+      done();
+    }
   }
 
   /**

@@ -308,9 +308,13 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
 
   async function sendBatch(entries: QueueEntry[], lease: Lease): Promise<void> {
     const at = now();
+    // An entry nothing but the accept and this claim wrote names an email still exactly as accepted: when this
+    // process accepted it, the record and content it wrote are taken from memory. Any other is read (the truth).
+    const accepted = await opts.emails.takeAccepted(entries.filter((e) => e.untouched).map((e) => e.emailId));
     let records: Map<string, EmailRecord>;
     try {
-      records = new Map((await opts.emails.getManyById(entries.map((e) => e.emailId))).map((r) => [r.id, r]));
+      const read = await opts.emails.getManyById(entries.filter((e) => !accepted.has(e.emailId)).map((e) => e.emailId));
+      records = new Map([...[...accepted.values()].map((a) => [a.record.id, a.record] as const), ...read.map((r) => [r.id, r] as const)]);
     } catch (err) {
       opts.logger.warn({ err, count: entries.length }, 'reading claimed emails failed; they wait');
       await opts.queue.rescheduleMany(entries.map((e) => ({ emailId: e.emailId, due: new Date(at.getTime() + UPSTREAM_RETRY_MS), uncount: true }))).catch(() => undefined);
@@ -338,9 +342,14 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
     }
     sendable = await recheckSuppressions(sendable);
     if (sendable.length === 0) return;
-    let contents: Map<string, EmailContent>;
+    const contents = new Map<string, EmailContent>();
+    for (const s of sendable) {
+      const c = accepted.get(s.record.id)?.content;
+      if (c) contents.set(s.record.id, c);
+    }
     try {
-      contents = await opts.emails.contentsOf(sendable.map((s) => s.record.id));
+      const missing = sendable.filter((s) => !contents.has(s.record.id)).map((s) => s.record.id);
+      for (const [id, c] of await opts.emails.contentsOf(missing)) contents.set(id, c);
     } catch (err) {
       opts.logger.warn({ err, count: sendable.length }, 'reading email contents failed; the emails wait');
       await opts.queue.rescheduleMany(sendable.map((s) => ({ emailId: s.record.id, due: new Date(at.getTime() + UPSTREAM_RETRY_MS), uncount: true }))).catch(() => undefined);
