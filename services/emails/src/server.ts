@@ -65,7 +65,11 @@ export async function createEmailsServer(deps: { config: EmailsConfig; infra: Se
   // the whole collection (a scan on FerretDB) is only the safety net, so this service runs its own relay at a
   // slow interval instead of handing the collection to the kit's every-second one. Small batches: FerretDB v1
   // keeps a SQLite connection per statement of a bulk command until it ends (pool of 100).
-  const publisher = createOutboxPublisher({ collection: emails.collection, nats: infra.nats, logger: logger.child({ component: 'outbox' }), metrics: infra.metrics });
+  const publisher = createOutboxPublisher({
+    collection: emails.collection, nats: infra.nats, logger: logger.child({ component: 'outbox' }), metrics: infra.metrics,
+    // The record this process remembers of the email (see RecentEmails) follows, so its next write starts from the stored outbox.
+    onRemoved: (id, entryIds) => emails.outboxRemoved(id, entryIds),
+  });
   repoHooks.onEvents = (ids) => publisher.hint(ids);
   repoHooks.onWritten = (id, outbox) => publisher.hintWritten(id, outbox);
   repoHooks.isPublished = (eventId) => publisher.isPublished(eventId);

@@ -51,6 +51,8 @@ export function createOutboxPublisher(opts: {
   delayMs?: number;
   /** How long a published entry waits for the email's next write to take it away. */
   removeAfterMs?: number;
+  /** These entries are no longer on the email (removed now, or by a write before). */
+  onRemoved?: (emailId: string, entryIds: readonly string[]) => void;
 }): OutboxPublisher {
   /** Email id -> its outbox as written, or undefined to read it. */
   const pending = new Map<string, readonly OutboxEntry[] | undefined>();
@@ -133,6 +135,7 @@ export function createOutboxPublisher(opts: {
       }));
       try {
         await opts.collection.bulkWrite(ops, { ordered: false });
+        for (const [emailId, r] of chunk) opts.onRemoved?.(emailId, r.entries.map((e) => e.id));
         for (const [, r] of chunk) for (const e of r.entries) published.delete(e.id);
       } catch (err) {
         opts.logger.warn({ err, count: chunk.length }, 'removing published email events failed; the outbox relay will finish it');

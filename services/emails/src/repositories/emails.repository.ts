@@ -245,6 +245,8 @@ export interface EmailsRepository {
    * function is called, `takeAccepted` and `getManyById` of them wait for it instead of reading too early.
    */
   writing(ids: readonly string[]): () => void;
+  /** The outbox publisher removed these entries from the email (without changing its version). */
+  outboxRemoved(id: string, entryIds: readonly string[]): void;
   /** The contents of many emails, read as `getManyById` reads. */
   contentsOf(ids: readonly string[]): Promise<Map<string, EmailContent>>;
   contentOf(id: string): Promise<EmailContent>;
@@ -443,7 +445,6 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
       open = [];
       for (const p of marked) {
         const d = byId.get(p.write.record.id);
-        if (d && !landed(d, p.write)) console.error('DBG miss', current[p.index]!.version, d.version, current[p.index]!.outbox.length, d.outbox?.length, JSON.stringify(p.write.filter));
         if (d && landed(d, p.write)) results[p.index] = written(p.write);
         else if (!d || d._deletedAt) results[p.index] = undefined;
         else {
@@ -611,6 +612,12 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
       }
     },
     writing,
+    outboxRemoved(id, entryIds) {
+      const known = recent.get(id);
+      if (!known) return;
+      const gone = new Set(entryIds);
+      if (known.outbox.some((e) => gone.has(e.id))) recent.put({ ...known, outbox: known.outbox.filter((e) => !gone.has(e.id)) });
+    },
 
     async getManyById(ids, opts = {}) {
       if (ids.length === 0) return [];
