@@ -7,9 +7,10 @@ import type { AnyBulkWriteOperation, Collection, Db, UpdateFilter } from 'mongod
  * it for the whole attempt, and anything else that changes a waiting email
  * (cancel, reschedule, a deleted domain) takes it briefly first, so a change
  * and a send never overlap. The email document stays the truth about what to
- * send; a worker re-checks it after every claim, so a stale entry (the email
- * was cancelled, rescheduled or finished meanwhile) costs one look and is
- * then fixed, never a wrong send. Kept apart from the emails so that claiming
+ * send; a worker re-checks it after every claim (unless the entry is
+ * `untouched`, which proves the email is as its accept wrote it), so a stale
+ * entry (the email was cancelled, rescheduled or finished meanwhile) costs
+ * one look and is then fixed, never a wrong send. Kept apart from the emails so that claiming
  * scans only what is pending, in small documents, and costs no rewrite of an
  * email (FerretDB rewrites a whole document per update and scans rather than
  * uses the index for a sorted findAndModify).

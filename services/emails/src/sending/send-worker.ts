@@ -88,8 +88,9 @@ async function mapLimit<T>(items: readonly T[], limit: number, fn: (item: T) => 
 
 /**
  * The send queue's consumer. Every replica runs one; it claims a batch of due
- * entries with one update (lease + owner), so no two workers anywhere hold the
- * same email, reads their emails and contents with one read each, and hands
+ * entries with one bulk update (lease + owner), so no two workers anywhere hold
+ * the same email, takes their emails and contents from what this process's
+ * accept wrote when the entry proves them unchanged (else reads them), and hands
  * them to the pooled relay, a bounded number at once. Each relay answer is
  * written as soon as it comes, through a group commit: the answers that come
  * within a few milliseconds share one bulk write on `emails` (each still a
@@ -282,8 +283,8 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
   }
 
   /**
-   * Reads the claimed entries' emails, the truth (a stale entry is fixed here), and their contents, one
-   * read each for the whole batch, then sends them.
+   * Gets the claimed entries' emails, the truth (a stale entry is fixed here), and their contents (from memory
+   * for untouched entries this process accepted, else one read each for the whole batch), then sends them.
    */
   async function runBatch(entries: QueueEntry[]): Promise<void> {
     const first = entries[0];
