@@ -9,7 +9,10 @@ import type { EmailContent, EmailRecord } from './emails.repository.js';
  * nothing changed the email since (see `QueueEntry.untouched`).
  */
 export interface RecentEmails {
-  /** Remembers an email's record (its content too, when given; otherwise a content remembered before is kept until used). */
+  /**
+   * Remembers an email's record (its content too, when given; otherwise a content remembered before is kept
+   * until used). A record older than the one remembered (a lower version) is ignored.
+   */
   put(record: EmailRecord, content?: EmailContent): void;
   /** The record remembered for the email, if any. */
   get(id: string): EmailRecord | undefined;
@@ -68,6 +71,8 @@ export function createRecentEmails(limits: RecentEmailsLimits = {}): RecentEmail
     put(record, content) {
       const now = clock();
       const before = slots.get(record.id);
+      // Two writes' answers may come back out of order: the record of the later version stays.
+      if (before && before.record.version > record.version) return;
       let kept = content ?? before?.content;
       let size = kept ? charsOf(kept) : 0;
       drop(record.id);

@@ -18,6 +18,13 @@ describe('recent emails (memory of this process\'s writes)', () => {
     expect(r.size).toBe(2);
   });
 
+  it('keeps the higher version when writes are remembered out of order', () => {
+    const r = createRecentEmails();
+    r.put(rec('a', 3));
+    r.put(rec('a', 2));
+    expect(r.get('a')?.version).toBe(3);
+  });
+
   it('forgets records older than maxAgeMs', () => {
     let now = 0;
     const r = createRecentEmails({ maxAgeMs: 100, now: () => now });
