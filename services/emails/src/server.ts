@@ -10,6 +10,7 @@ import { deriveKey } from './domain/tracking.js';
 import { createDomainDeletedConsumer, createIdentityInvalidator } from './events/domain-events.consumer.js';
 import { createOutboxPublisher } from './events/outbox-publisher.js';
 import { startInboundSmtpServer } from './inbound/inbound-server.js';
+import { createSuppressionBatcher } from './clients/suppression-batcher.js';
 import { createReportHandler } from './inbound/report-handler.js';
 import { classifyBounce } from './inbound/reports.js';
 import { createEmailsRepository, type EmailsRepositoryHooks } from './repositories/emails.repository.js';
@@ -57,6 +58,7 @@ export async function createEmailsServer(deps: { config: EmailsConfig; infra: Se
     deadlineMs: config.upstreamDeadlineMs, logger, metrics: infra.metrics,
   });
   const identities = createIdentityCache(upstreams.identities, { ttlMs: config.identityCacheTtlMs });
+  const suppressions = createSuppressionBatcher(upstreams.suppressions);
   const relay = deps.overrides?.relay ?? createSmtpRelay({ url: config.smtpUrl, poolSize: config.smtpPoolSize, timeoutMs: config.smtpTimeoutMs, logger });
   const trackingKey = deriveKey(config.trackingSigningKey, 'tracking');
   const verpSecret = deriveKey(config.trackingSigningKey, 'verp');
@@ -88,7 +90,7 @@ export async function createEmailsServer(deps: { config: EmailsConfig; infra: Se
   });
 
   const worker = createSendWorker({
-    emails, queue, identities, suppressions: upstreams.suppressions, relay, logger: logger.child({ component: 'send-worker' }),
+    emails, queue, identities, suppressions, relay, logger: logger.child({ component: 'send-worker' }),
     classify: classifyRefusal,
     concurrency: config.sendConcurrency, batchSize: config.sendBatchSize, outcomeLingerMs: config.sendOutcomeLingerMs, pollMs: config.sendPollMs, leaseMs: config.sendLeaseMs, minLeaseLeftMs: 2 * config.smtpTimeoutMs, maxAttempts: config.sendMaxAttempts,
     retryBaseMs: config.retryBaseMs, retryMaxMs: config.retryMaxMs, verpSecret, bounceDomain: config.bounceDomain,
@@ -96,7 +98,7 @@ export async function createEmailsServer(deps: { config: EmailsConfig; infra: Se
   });
 
   const accept = createAcceptor({
-    emails, queue, templates, idempotency, identities, suppressions: upstreams.suppressions, quota: upstreams.quota,
+    emails, queue, templates, idempotency, identities, suppressions, quota: upstreams.quota,
     maxAttachmentsBytes: config.maxAttachmentsBytes, idempotencyTtlMs: config.idempotencyTtlMs, idempotencyTakeoverMs: config.idempotencyTakeoverMs,
     logger, onAccepted: () => worker.wake(), lingerMs: config.acceptLingerMs,
   });
