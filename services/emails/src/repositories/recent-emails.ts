@@ -46,8 +46,8 @@ function charsOf(c: EmailContent): number {
 }
 
 export function createRecentEmails(limits: RecentEmailsLimits = {}): RecentEmails {
-  const maxRecords = limits.maxRecords ?? 20_000;
-  const maxChars = limits.maxContentChars ?? 32 * 1024 * 1024;
+  const maxRecords = limits.maxRecords ?? 10_000;
+  const maxChars = limits.maxContentChars ?? 16 * 1024 * 1024;
   const maxAgeMs = limits.maxAgeMs ?? 5 * 60_000;
   const clock = limits.now ?? Date.now;
   // A Map keeps insertion order: re-inserting on every put makes the first key the least recently written.
