@@ -2,7 +2,9 @@ import { status, type ServiceError } from '@grpc/grpc-js';
 import { createGrpcClient, createLogger, startService, type RunningService, type UpstreamClient } from '@mailfleet/kit';
 import { authV1 } from '@mailfleet/proto';
 import { testMongoUrl, testNatsUrl, uniqueDbName } from '@mailfleet/testkit';
+import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../../src/cli/mailfleet.js';
 import { loadAuthConfig } from '../../src/config.js';
 import { LOGIN_WINDOW_MS } from '../../src/domain/login-attempts.js';
 import { hashSessionToken } from '../../src/domain/sessions.js';
@@ -167,5 +169,31 @@ describe('failed sign-in attempts', () => {
     expect((await auth.call.login({ email: uniqueEmail('spray-last'), password: 'whatever it is', clientIp: '10.9.9.9' })).rateLimited).toBe(true);
     // Another address is not affected.
     expect(await code(auth.call.login({ email: uniqueEmail('spray-other'), password: 'whatever it is', clientIp: '10.9.9.8' }))).toBe('UNAUTHENTICATED');
+  });
+});
+
+describe('mailfleet user create', () => {
+  async function cli(args: string[], stdin = '') {
+    const lines: string[] = [];
+    const exit = await runCli(args, { AUTH_GRPC_ADDR: `127.0.0.1:${svc.grpc.port}` }, { json: false, print: (t) => lines.push(t) }, Readable.from([stdin]));
+    return { exit, out: lines.join('\n') };
+  }
+
+  it('creates a user with a generated password shown once, or with one read from stdin', async () => {
+    const team = await newTeam('CLI People');
+    const email = uniqueEmail('cli');
+    const generated = await cli(['user', 'create', '--email', email, '--team', team.id, '--name', 'Cli User', '--json']);
+    expect(generated.exit).toBe(0);
+    const made = JSON.parse(generated.out) as { userId: string; teamId: string; email: string; created: boolean; password: string };
+    expect(made).toMatchObject({ teamId: team.id, email, created: true });
+    expect(made.password.length).toBeGreaterThanOrEqual(20);
+    expect((await auth.call.login({ email, password: made.password, clientIp: '10.2.0.1' })).session?.user?.name).toBe('Cli User');
+
+    const other = uniqueEmail('stdin');
+    const piped = await cli(['user', 'create', '--email', other, '--team', team.id, '--password-stdin'], 'typed password here\n');
+    expect(piped.exit).toBe(0);
+    expect(piped.out).toContain('created');
+    expect(piped.out).not.toContain('typed password here');
+    expect((await auth.call.login({ email: other, password: 'typed password here', clientIp: '10.2.0.1' })).session?.team?.id).toBe(team.id);
   });
 });
