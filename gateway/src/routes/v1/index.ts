@@ -6,12 +6,14 @@ import { campaignsRoutes } from './campaigns/campaigns.routes.js';
 import { contactsRoutes } from './contacts/contacts.routes.js';
 import { domainsRoutes } from './domains/domains.routes.js';
 import { emailsRoutes } from './emails/emails.routes.js';
+import { invitesRoutes } from './invites/invites.routes.js';
 import { sessionRoutes } from './session/session.routes.js';
 import { settingsRoutes } from './settings/settings.routes.js';
 import { suppressionsRoutes } from './suppressions/suppressions.routes.js';
 import { teamsRoutes } from './teams/teams.routes.js';
 import { templatesRoutes } from './templates/templates.routes.js';
 import { trackingRoutes } from './tracking/tracking.routes.js';
+import { usersRoutes } from './users/users.routes.js';
 import { webhooksRoutes } from './webhooks/webhooks.routes.js';
 
 export interface V1Deps {
@@ -24,5 +26,5 @@ export interface V1Deps {
 
 /** Every /v1 area, mounted by app.ts under /v1 and /api/v1. */
 export function v1Areas(deps: V1Deps): ((app: FastifyInstance) => Promise<void>)[] {
-  return [sessionRoutes(deps), apiKeysRoutes(deps), analyticsRoutes(deps), teamsRoutes(deps), settingsRoutes(deps), domainsRoutes(deps), suppressionsRoutes(deps), emailsRoutes(deps), templatesRoutes(deps), trackingRoutes(deps), contactsRoutes(deps), webhooksRoutes(deps), campaignsRoutes(deps)];
+  return [sessionRoutes(deps), usersRoutes(deps), invitesRoutes(deps), apiKeysRoutes(deps), analyticsRoutes(deps), teamsRoutes(deps), settingsRoutes(deps), domainsRoutes(deps), suppressionsRoutes(deps), emailsRoutes(deps), templatesRoutes(deps), trackingRoutes(deps), contactsRoutes(deps), webhooksRoutes(deps), campaignsRoutes(deps)];
 }

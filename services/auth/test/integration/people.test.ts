@@ -197,3 +197,73 @@ describe('mailfleet user create', () => {
     expect((await auth.call.login({ email: other, password: 'typed password here', clientIp: '10.2.0.1' })).session?.team?.id).toBe(team.id);
   });
 });
+
+describe('team members', () => {
+  it('lists the people of a team and removes one, ending their sessions in that team only', async () => {
+    const team = await newTeam('Members');
+    const other = await newTeam('Members Elsewhere');
+    const ann = (await auth.call.createUser({ email: uniqueEmail('ann'), password: PASSWORD, name: 'Ann', teamId: team.id })).user!;
+    const bob = (await auth.call.createUser({ email: uniqueEmail('bob'), password: PASSWORD, teamId: team.id })).user!;
+    await auth.call.createUser({ email: bob.email, password: PASSWORD, teamId: other.id });
+    // The team's key owner from `team create` has no email: not a person of the list.
+    expect((await auth.call.listTeamUsers({ teamId: team.id })).users.map((u) => u.id)).toEqual([ann.id, bob.id]);
+
+    const inTeam = await auth.call.login({ email: bob.email, password: PASSWORD, clientIp: '10.3.0.1' });
+    const inOther = await auth.call.login({ email: bob.email, password: PASSWORD, clientIp: '10.3.0.1' });
+    await auth.call.switchSessionTeam({ token: inOther.token, teamId: other.id });
+
+    expect(await code(auth.call.removeTeamMember({ teamId: team.id, userId: ann.id, callerUserId: ann.id }))).toBe('INVALID_ARGUMENT');
+    await auth.call.removeTeamMember({ teamId: team.id, userId: bob.id, callerUserId: ann.id });
+    expect(await code(auth.call.removeTeamMember({ teamId: team.id, userId: bob.id, callerUserId: ann.id }))).toBe('NOT_FOUND');
+    expect((await auth.call.listTeamUsers({ teamId: team.id })).users.map((u) => u.id)).toEqual([ann.id]);
+    expect(await code(auth.call.authenticateSession({ token: inTeam.token }))).toBe('UNAUTHENTICATED');
+    expect((await auth.call.authenticateSession({ token: inOther.token })).session?.team?.id).toBe(other.id);
+    expect(await svc.infra.mongo.db.collection('sessions').countDocuments({ userId: bob.id, teamId: team.id, revokedAt: { $exists: true } })).toBe(1);
+  });
+});
+
+describe('invites', () => {
+  it('are shown once, stored hashed, listed, accepted once by a new person who is signed in to the team', async () => {
+    const team = await newTeam('Inviting');
+    const email = uniqueEmail('newcomer');
+    const { invite, token } = await auth.call.createInvite({ teamId: team.id, email, invitedByUserId: 'usr_x' });
+    expect(token).toMatch(/^mfi_/);
+    expect(invite).toMatchObject({ teamId: team.id, email, acceptedAt: undefined });
+    expect(invite!.expiresAt!.getTime() - invite!.createdAt!.getTime()).toBe(7 * 86_400_000);
+    const stored = await svc.infra.mongo.db.collection('invites').findOne({ _id: invite!.id as never });
+    expect(stored?.tokenHash).toBe(hashSessionToken(token));
+    expect(JSON.stringify(stored)).not.toContain(token);
+    expect((await auth.call.listInvites({ teamId: team.id })).invites.map((i) => i.id)).toEqual([invite!.id]);
+    expect((await auth.call.listInvites({ teamId: (await newTeam('Not Inviting')).id })).invites).toEqual([]);
+
+    expect(await code(auth.call.acceptInvite({ token, password: 'short', clientIp: '10.4.0.1' }))).toBe('INVALID_ARGUMENT');
+    const accepted = await auth.call.acceptInvite({ token, password: PASSWORD, name: 'New Comer', clientIp: '10.4.0.1' });
+    expect(accepted.session).toMatchObject({ user: { email, name: 'New Comer' }, team: { id: team.id } });
+    expect((await auth.call.authenticateSession({ token: accepted.token })).session?.team?.id).toBe(team.id);
+    expect(await code(auth.call.acceptInvite({ token, password: PASSWORD, clientIp: '10.4.0.1' }))).toBe('INVALID_ARGUMENT');
+    expect((await auth.call.listInvites({ teamId: team.id })).invites[0]?.acceptedAt).toBeInstanceOf(Date);
+    expect(await code(auth.call.acceptInvite({ token: `mfi_${'y'.repeat(43)}`, password: PASSWORD, clientIp: '10.4.0.1' }))).toBe('INVALID_ARGUMENT');
+  });
+
+  it('add an existing person after checking their password; withdrawn and expired invites do not work', async () => {
+    const home = await newTeam('Home');
+    const guest = await newTeam('Guest');
+    const email = uniqueEmail('existing');
+    const { user } = await auth.call.createUser({ email, password: PASSWORD, teamId: home.id });
+    const { token } = await auth.call.createInvite({ teamId: guest.id, email: email.toUpperCase(), invitedByUserId: 'usr_x' });
+    expect(await code(auth.call.acceptInvite({ token, password: 'not the password', clientIp: '10.5.0.1' }))).toBe('UNAUTHENTICATED');
+    const joined = await auth.call.acceptInvite({ token, password: PASSWORD, clientIp: '10.5.0.1' });
+    expect(joined.session?.user?.id).toBe(user!.id);
+    expect(joined.session?.teams.map((t) => t.id)).toEqual([home.id, guest.id]);
+
+    const withdrawn = await auth.call.createInvite({ teamId: guest.id, email: uniqueEmail('withdrawn'), invitedByUserId: 'usr_x' });
+    await auth.call.deleteInvite({ teamId: guest.id, inviteId: withdrawn.invite!.id });
+    expect(await code(auth.call.deleteInvite({ teamId: guest.id, inviteId: withdrawn.invite!.id }))).toBe('NOT_FOUND');
+    expect(await code(auth.call.deleteInvite({ teamId: home.id, inviteId: withdrawn.invite!.id }))).toBe('NOT_FOUND');
+    expect(await code(auth.call.acceptInvite({ token: withdrawn.token, password: PASSWORD, clientIp: '10.5.0.1' }))).toBe('INVALID_ARGUMENT');
+
+    const expired = await auth.call.createInvite({ teamId: guest.id, email: uniqueEmail('late'), invitedByUserId: 'usr_x' });
+    await svc.infra.mongo.db.collection('invites').updateOne({ _id: expired.invite!.id as never }, { $set: { expiresAt: new Date(Date.now() - 1000) } });
+    expect(await code(auth.call.acceptInvite({ token: expired.token, password: PASSWORD, clientIp: '10.5.0.1' }))).toBe('INVALID_ARGUMENT');
+  });
+});
