@@ -1,5 +1,9 @@
+import { createLogger } from '@mailfleet/kit';
+import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { createDevInbox, dkimVerdict, type DevInboxReaders, type StoredMessage } from '../../src/clients/dev-inbox.js';
+import { buildApp } from '../../src/app.js';
+import { createDevInbox, dkimVerdict, type DevInbox, type DevInboxReaders, type StoredMessage } from '../../src/clients/dev-inbox.js';
+import { devRoutes } from '../../src/routes/v1/dev/dev.routes.js';
 
 // The dev inbox over fake runner readers (the real ones run end to end in gateway/test/e2e/session.e2e.test.ts).
 
@@ -67,5 +71,36 @@ describe('the dev inbox', () => {
     expect(dkimVerdict([])).toEqual({ result: 'none', domain: null });
     expect(dkimVerdict([{ result: 'fail', domain: 'a' }, { result: 'pass', domain: 'b' }])).toEqual({ result: 'pass', domain: 'b' });
     expect(dkimVerdict([{ result: 'policy', domain: 'a' }])).toEqual({ result: 'neutral', domain: 'a' });
+  });
+});
+
+describe('the dev inbox routes', () => {
+  const appWith = (devInbox?: DevInbox) => buildApp({
+    logger: createLogger({ service: 'gateway-test', level: 'silent' }),
+    registry: new Registry(),
+    authenticate: async () => ({ teamId: 'team_1', keyId: 'key_1', userId: 'usr_1', permission: 'FULL' }),
+    info: { version: '0.0.0', environment: 'test', startedAt: Date.now() },
+    areas: [devRoutes({ devInbox })],
+  });
+  const auth = { authorization: 'Bearer mf_any' };
+
+  it('are 404 with the contract\'s message when the platform runs no SMTP sink of its own', async () => {
+    const app = await appWith();
+    for (const url of ['/v1/dev/inbox', '/v1/dev/inbox/m1']) {
+      const res = await app.inject({ url, headers: auth });
+      expect(res.statusCode).toBe(404);
+      expect(res.json()).toEqual({ code: 'NOT_FOUND', message: 'The dev inbox exists only when the platform runs its own SMTP sink (npm start)' });
+    }
+    await app.close();
+  });
+
+  it('list and show the sink\'s messages when it has one', async () => {
+    const app = await appWith(createDevInbox({ mailDir: '/x/mail', dataDir: '/x', readers: async () => readers(stored, true) }));
+    const page = await app.inject({ url: '/v1/dev/inbox?limit=2', headers: auth });
+    expect(page.json()).toMatchObject({ data: [{ id: 'm4' }, { id: 'm3' }], nextCursor: 'm3' });
+    expect((await app.inject({ url: '/v1/dev/inbox/m0', headers: auth })).json()).toMatchObject({ id: 'm0', text: 'text 0' });
+    expect((await app.inject({ url: '/v1/dev/inbox/nope', headers: auth })).statusCode).toBe(404);
+    expect((await app.inject({ url: '/v1/dev/inbox?limit=0', headers: auth })).statusCode).toBe(400);
+    await app.close();
   });
 });

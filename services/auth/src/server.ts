@@ -36,7 +36,7 @@ export async function createAuthServer(deps: { config: AuthConfig; infra: Servic
   });
 
   const sweeper = setInterval(() => {
-    void Promise.all([rateWindows.sweep(), quotas.sweep(), loginAttempts.sweep(), sessions.sweep()]).catch((err: unknown) => deps.infra.logger.warn({ err }, 'counter and session sweep failed'));
+    void Promise.all([rateWindows.sweep(), quotas.sweep(), loginAttempts.sweep(), sessions.sweep(), invites.sweep()]).catch((err: unknown) => deps.infra.logger.warn({ err }, 'counter and session sweep failed'));
   }, deps.config.sweepIntervalMs);
   sweeper.unref();
 

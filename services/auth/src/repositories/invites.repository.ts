@@ -35,6 +35,8 @@ export interface InvitesRepository {
   delete(teamId: string, inviteId: string, now: Date): Promise<boolean>;
   /** Marks an invite used, once: false when it was already used or withdrawn. */
   accept(inviteId: string, now: Date): Promise<boolean>;
+  /** Deletes invites that expired 30 days ago (the list keeps recent ones, used or not; FerretDB has no TTL index). */
+  sweep(now?: Date): Promise<number>;
 }
 
 function toRecord(d: InviteDoc): InviteRecord {
@@ -75,6 +77,9 @@ export function createInvitesRepository(db: Db): InvitesRepository {
         { _id: inviteId, acceptedAt: { $exists: false }, deletedAt: { $exists: false } }, { $set: { acceptedAt: now } },
       );
       return res.modifiedCount === 1;
+    },
+    async sweep(now = new Date()) {
+      return (await invites.deleteMany({ expiresAt: { $lt: new Date(now.getTime() - 30 * 86_400_000) } })).deletedCount;
     },
   };
 }

@@ -8,6 +8,8 @@ import { runCli } from '../../src/cli/mailfleet.js';
 import { loadAuthConfig } from '../../src/config.js';
 import { LOGIN_WINDOW_MS } from '../../src/domain/login-attempts.js';
 import { hashSessionToken } from '../../src/domain/sessions.js';
+import { createInvitesRepository } from '../../src/repositories/invites.repository.js';
+import { createSessionsRepository } from '../../src/repositories/sessions.repository.js';
 import { createAuthServer } from '../../src/server.js';
 
 // People who sign in: users, memberships, sessions and failed-attempt counting, on real FerretDB and NATS.
@@ -109,7 +111,7 @@ describe('sessions', () => {
     expect(await code(auth.call.authenticateSession({ token: 'mf_not_a_session' }))).toBe('UNAUTHENTICATED');
   });
 
-  it('refuses a session whose idle or absolute expiry passed', async () => {
+  it('refuses a session whose idle or absolute expiry passed, and the sweeper deletes it', async () => {
     const team = await newTeam('Expiry');
     const email = uniqueEmail('eve');
     await auth.call.createUser({ email, password: PASSWORD, teamId: team.id });
@@ -121,6 +123,10 @@ describe('sessions', () => {
     await sessions.updateOne({ tokenHash: hashSessionToken(old.token) }, { $set: { createdAt: hoursAgo(7 * 24 + 0.01), lastSeenAt: hoursAgo(0.01) } });
     expect(await code(auth.call.authenticateSession({ token: idle.token }))).toBe('UNAUTHENTICATED');
     expect(await code(auth.call.authenticateSession({ token: old.token }))).toBe('UNAUTHENTICATED');
+    const live = await auth.call.login({ email, password: PASSWORD, clientIp: '10.0.0.3' });
+    await createSessionsRepository(svc.infra.mongo.db).sweep();
+    const left = await sessions.find({ tokenHash: { $in: [idle.token, old.token, live.token].map(hashSessionToken) } }).toArray();
+    expect(left.map((d) => d['tokenHash'])).toEqual([hashSessionToken(live.token)]);
   });
 
   it('keeps a used session alive, writing its last use at most once a minute', async () => {
@@ -265,5 +271,10 @@ describe('invites', () => {
     const expired = await auth.call.createInvite({ teamId: guest.id, email: uniqueEmail('late'), invitedByUserId: 'usr_x' });
     await svc.infra.mongo.db.collection('invites').updateOne({ _id: expired.invite!.id as never }, { $set: { expiresAt: new Date(Date.now() - 1000) } });
     expect(await code(auth.call.acceptInvite({ token: expired.token, password: PASSWORD, clientIp: '10.5.0.1' }))).toBe('INVALID_ARGUMENT');
+    expect((await auth.call.listInvites({ teamId: guest.id })).invites.map((i) => i.id)).toContain(expired.invite!.id);
+    // Kept 30 days past expiry for the list, then swept.
+    await svc.infra.mongo.db.collection('invites').updateOne({ _id: expired.invite!.id as never }, { $set: { expiresAt: new Date(Date.now() - 31 * 86_400_000) } });
+    await createInvitesRepository(svc.infra.mongo.db).sweep();
+    expect((await auth.call.listInvites({ teamId: guest.id })).invites.map((i) => i.id)).not.toContain(expired.invite!.id);
   });
 });
