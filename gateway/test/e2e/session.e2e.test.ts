@@ -66,7 +66,7 @@ describe('signing in', () => {
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     expect(res.body).toMatchObject({ user: { id: ann.userId, email: ann.email, name: 'Ann' }, team: { id: one.teamId }, teams: [{ id: one.teamId }] });
     const set = res.headers.get('set-cookie')!;
-    expect(set).toMatch(/^mf_session=mfs_[0-9A-Za-z]{43}; Path=\/; HttpOnly; SameSite=Strict; Max-Age=\d+$/);
+    expect(set).toMatch(/^mf_session=mfs_[0-9A-Za-z]{43}; Path=\/; HttpOnly; SameSite=Strict; Max-Age=604800$/);
     expect(set).not.toContain('Secure');
     const cookie = cookieOf(res.headers);
 

@@ -219,9 +219,10 @@ export function createPeopleHandlers(deps: PeopleRpcDeps): PeopleHandlers {
         if (created === 'exists') throw new InvalidArgumentError('A user with this email was created meanwhile; sign in and open the invite link again');
         user = created;
       }
-      // Used once: the conditional update settles two tabs accepting the same link.
-      if (!(await deps.invites.accept(invite.id, at))) throw new InvalidArgumentError('This invite link is unknown, already used or expired; ask for a new one');
+      // Membership first, then the invite is marked used (once: the conditional update settles two tabs
+      // accepting the same link). A crash in between leaves the invite usable, never used without a membership.
       if (!(await teams.addMember(invite.teamId, user.id, at))) throw new NotFoundError('Team not found');
+      if (!(await deps.invites.accept(invite.id, at))) throw new InvalidArgumentError('This invite link is unknown, already used or expired; ask for a new one');
       return openSession(user.id, invite.teamId, at);
     },
   };
