@@ -143,6 +143,25 @@ describe('signing in', () => {
   });
 });
 
+describe('the dev inbox', () => {
+  it('lists an email the signed-in person sent, newest first, and shows it parsed', async () => {
+    const cookie = await signIn(ann.email, ann.password);
+    const to = at('reader');
+    const sent = await browser('POST', '/v1/emails', cookie, { from: `Shop <shop@${one.domain}>`, to, subject: `Dev inbox ${tag}`, html: '<p>Hello <b>there</b></p>', text: 'Hello there' });
+    expect(sent.status, JSON.stringify(sent.body)).toBe(200);
+    const listed = await until(async () => {
+      const page = (await browser('GET', '/v1/dev/inbox?limit=5', cookie)).body as { data: { id: string; to: string[]; subject: string; size: number }[]; nextCursor: string | null };
+      return page.data.find((m) => m.to.includes(to)) ? page : undefined;
+    }, 30_000, 'the email in the dev inbox');
+    const item = listed.data.find((m) => m.to.includes(to))!;
+    expect(item).toMatchObject({ subject: `Dev inbox ${tag}` });
+    expect(item.size).toBeGreaterThan(0);
+    const shown = (await browser('GET', `/v1/dev/inbox/${encodeURIComponent(item.id)}`, cookie)).body as { html: string | null; text: string | null; subject: string };
+    expect(shown).toMatchObject({ subject: `Dev inbox ${tag}`, text: expect.stringContaining('Hello there') });
+    expect(shown.html).toContain('<b>there</b>');
+  });
+});
+
 describe('users and invites', () => {
   it('invites by a mailed one-time link, accepts it once, lists and removes the user, whose session ends at once', async () => {
     const cookie = await signIn(ann.email, ann.password);
