@@ -4,7 +4,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import { runWithRequestContext, sanitizeRequestId, type Logger } from '@mailfleet/kit';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type RouteHandlerMethod } from 'fastify';
 import type { Registry } from 'prom-client';
-import { authPlugin, type Authenticator, type Principal } from './plugins/auth.plugin.js';
+import { authPlugin, type Authenticator, type Principal, type SessionAuthenticator } from './plugins/auth.plugin.js';
 import { errorsPlugin } from './plugins/errors.plugin.js';
 import { metricsPlugin } from './plugins/metrics.plugin.js';
 import { rateLimitPlugin, type RateLimitCheck } from './plugins/rate-limit.plugin.js';
@@ -14,6 +14,10 @@ export interface AppDeps {
   readonly logger: Logger;
   readonly registry: Registry;
   readonly authenticate: Authenticator;
+  /** Accepts the console's session cookie when set. */
+  readonly authenticateSession?: SessionAuthenticator;
+  /** PUBLIC_URL: the origin the CSRF rule accepts and whether the cookie is Secure (empty: the request's own). */
+  readonly publicUrl?: string;
   /** Called for every authenticated request (lastUsed coalescing). */
   readonly onAuthenticated?: (p: Principal) => void;
   /** Shared per-team rate limits; when absent no limits are applied (unit tests of routing). */
@@ -68,12 +72,19 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         version: deps.info.version,
         description: 'Transactional and campaign email: send, domains, contacts, campaigns, suppressions, analytics and signed webhooks.',
       },
-      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'API key' } } },
-      security: [{ bearerAuth: [] }],
+      components: {
+        securitySchemes: {
+          bearerAuth: { type: 'http', scheme: 'bearer', description: 'API key' },
+          cookieAuth: { type: 'apiKey', in: 'cookie', name: 'mf_session', description: 'the console\'s session (POST /v1/session); state-changing requests need the gateway\'s own Origin' },
+        },
+      },
+      security: [{ bearerAuth: [] }, { cookieAuth: [] }],
     },
   });
   await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { docExpansion: 'list' } });
-  await app.register(authPlugin, { authenticate: deps.authenticate, onAuthenticated: deps.onAuthenticated });
+  await app.register(authPlugin, {
+    authenticate: deps.authenticate, onAuthenticated: deps.onAuthenticated, authenticateSession: deps.authenticateSession, publicUrl: deps.publicUrl,
+  });
   if (deps.rateLimitCheck) await app.register(rateLimitPlugin, { check: deps.rateLimitCheck });
 
   for (const prefix of API_PREFIXES) {

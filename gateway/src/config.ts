@@ -1,4 +1,4 @@
-import { address, bool, int, loadConfig, oneOf, port, str, type ConfigOf, type Env } from '@mailfleet/kit';
+import { address, bool, ConfigError, int, loadConfig, oneOf, port, str, type ConfigOf, type Env } from '@mailfleet/kit';
 
 export function gatewayConfigSpec() {
   return {
@@ -28,6 +28,19 @@ export function gatewayConfigSpec() {
     keyTouchIntervalMs: int('KEY_TOUCH_INTERVAL_MS', 10_000, 100),
     /** Trust X-Forwarded-* from the ingress in front of the gateway. */
     trustProxy: bool('TRUST_PROXY', false),
+    /**
+     * The address people open the console at (e.g. https://mail.example.com). When set, its origin is the only
+     * one the Origin rule accepts and an https URL makes the session cookie Secure; when empty the request's own
+     * scheme://host is used (local mode, where the same gateway is reached as 127.0.0.1 and as localhost).
+     */
+    publicUrl: str('PUBLIC_URL', ''),
+    /**
+     * The embedded SMTP sink's mail dir, set by the local runner (`npm start`) when it runs the sink: the
+     * console's dev inbox (/v1/dev/inbox) reads it. Empty (every other deployment): those routes are 404.
+     */
+    devInboxDir: str('MAILFLEET_DEV_INBOX_DIR', ''),
+    /** Local mode's data dir (the local DNS server's state, for the dev inbox's DKIM check). */
+    dataDir: str('MAILFLEET_DATA_DIR', ''),
     authAddr: address('AUTH_GRPC_ADDR', '127.0.0.1:50051'),
     domainsAddr: address('DOMAINS_GRPC_ADDR', '127.0.0.1:50052'),
     contactsAddr: address('CONTACTS_GRPC_ADDR', '127.0.0.1:50053'),
@@ -41,5 +54,9 @@ export function gatewayConfigSpec() {
 export type GatewayConfig = ConfigOf<ReturnType<typeof gatewayConfigSpec>>;
 
 export function loadGatewayConfig(env: Env): GatewayConfig {
-  return loadConfig(gatewayConfigSpec(), env);
+  const config = loadConfig(gatewayConfigSpec(), env);
+  if (config.publicUrl && !/^https?:\/\/[^/?#\s]+/i.test(config.publicUrl)) {
+    throw new ConfigError([`PUBLIC_URL must be an http(s) URL, got ${JSON.stringify(config.publicUrl)}`]);
+  }
+  return config;
 }
