@@ -380,14 +380,21 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
         const entries = await Promise.all(ids.map((id) => queue.findOne({ _id: id }, { projection: { claim: 1 } })));
         mine = ids.filter((_, j) => entries[j]?.claim === round);
       }
-      // Taken, changed or gone since they came into view: the next ones. The lock itself is on each record by its id.
-      const claims = await Promise.all(mine.map(async (id): Promise<ClaimedDelivery | undefined> => {
-        const leaseToken = randomUUID();
-        const d = await col.findOneAndUpdate(
-          { _id: id, status: 'PENDING', leaseUntil: { $lt: now }, nextAttemptAt: { $lte: now } },
-          { $set: { leaseUntil, leaseToken }, $unset: { parked: '' } },
-          { returnDocument: 'after' },
-        );
+      // The lock itself is on each record, taken for the whole round in one bulk write (by `_id`, which every store
+      // serves from its primary key; one findAndModify per record queued each behind the fan-out's inserts). The
+      // round's token says which locks took: a record taken, changed or gone since it came into view is not ours.
+      if (mine.length === 0) continue;
+      const leaseToken = randomUUID();
+      const locked = await bulkWriteInChunks(col, mine.map((id): AnyBulkWriteOperation<DeliveryDoc> => ({
+        updateOne: {
+          filter: { _id: id, status: 'PENDING', leaseUntil: { $lt: now }, nextAttemptAt: { $lte: now } },
+          update: { $set: { leaseUntil, leaseToken }, $unset: { parked: '' } },
+        },
+      })));
+      // Reads by `_id`, in parallel: the launcher serialises writes, not reads (and `$in` would scan on FerretDB).
+      const docs = locked.matchedCount > 0 ? await Promise.all(mine.map((id) => col.findOne({ _id: id }))) : mine.map(() => null);
+      const claims = await Promise.all(mine.map(async (id, j): Promise<ClaimedDelivery | undefined> => {
+        const d = docs[j];
         if (d && d.leaseToken === leaseToken) return { record: toRecord(d), leaseToken, scheduled: true };
         const entry = await queue.findOne({ _id: id });
         if (entry) await fixStale(entry, now);

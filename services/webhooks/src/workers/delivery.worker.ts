@@ -13,9 +13,9 @@ export interface DeliveryWorker {
 export interface DeliveryWorkerOptions {
   deliveries: DeliveriesRepository;
   deliverer: Deliverer;
-  /** Attempts in flight at once in this replica. */
+  /** Deliveries held at once by this replica: claimed, being posted, or their results being written. */
   concurrency: number;
-  /** Attempts in flight at once to one webhook: a slow endpoint never takes every slot. */
+  /** Posts in flight at once to one webhook: a slow endpoint never takes every slot. Also the size of a round. */
   perWebhookConcurrency: number;
   leaseMs: number;
   pollIntervalMs: number;
@@ -31,6 +31,8 @@ export interface DeliveryWorkerOptions {
  * crashed replica's claims lapse (the delivery is attempted again: delivered
  * at least once, never lost). A round's posts go out together and its results
  * are written together, so the writes follow the rounds, not the deliveries.
+ * A webhook's slots are free again as soon as its round's posts ended, so its
+ * next round goes out while the last one's results are being written.
  * Claims skip webhooks at their cap, so one slow endpoint holds a few slots and
  * the rest keep flowing. Between claims it sleeps until woken (a kick, a
  * finished round) or until the next delivery falls due, at most the poll interval.
@@ -72,9 +74,20 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
     const webhookId = claims[0]!.record.webhookId;
     perWebhook.set(webhookId, (perWebhook.get(webhookId) ?? 0) + claims.length);
     attempts += claims.length;
+    let posting = true;
+    // The endpoint's slots are free once its posts ended: the next round goes out while these results are written
+    // (their records stay leased until then, so nothing is attempted twice). The replica's slots follow the writes.
+    const posted = (): void => {
+      if (!posting) return;
+      posting = false;
+      const left = (perWebhook.get(webhookId) ?? claims.length) - claims.length;
+      if (left > 0) perWebhook.set(webhookId, left);
+      else perWebhook.delete(webhookId);
+      signal();
+    };
     const p = (async () => {
       try {
-        await opts.deliverer.attemptMany(claims);
+        await opts.deliverer.attemptMany(claims, { onSent: posted });
       } catch (err) {
         opts.logger.warn({ err, deliveryIds: claims.map((c) => c.record.id) }, 'delivery attempts could not be recorded; the claims lapse and they are attempted again');
         await Promise.all(claims.map((c) => opts.deliveries.release(c).catch(() => undefined)));
@@ -82,9 +95,7 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
     })().finally(() => {
       inflight.delete(p);
       attempts -= claims.length;
-      const left = (perWebhook.get(webhookId) ?? claims.length) - claims.length;
-      if (left > 0) perWebhook.set(webhookId, left);
-      else perWebhook.delete(webhookId);
+      posted();
       signal();
     });
     inflight.add(p);

@@ -85,9 +85,10 @@ describe('fan-out in batches', () => {
     const round: ClaimedDelivery[] = claimed.value;
     expect(round).toHaveLength(16);
     expect(new Set(round.map((c) => c.record.webhookId))).toEqual(new Set(['wh_all']));
-    // One lease of the 16 queue entries, then the lock on each record by its id.
-    expect(claimed.writes.filter((c) => c.endsWith(':delivery_queue'))).toEqual(['update:delivery_queue']);
-    expect(claimed.writes.filter((c) => c.endsWith(':deliveries'))).toHaveLength(16);
+    // One lease of the 16 queue entries, then the locks on the 16 records in one bulk write (not a findAndModify
+    // each): two writes for the round, and the records read back by id.
+    expect(claimed.writes).toEqual(['update:delivery_queue', 'update:deliveries']);
+    expect(claimed.all.filter((c) => c === 'find:deliveries')).toHaveLength(16);
 
     const at = new Date();
     const ok = { lastError: null, nextAttemptAt: null, responseStatus: 200, responseTimeMs: 3, responseText: 'ok' };
