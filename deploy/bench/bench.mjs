@@ -719,6 +719,95 @@ function eventTargetChecks(r, add) {
 /** The event pipeline's rows of the table. */
 function eventRows(r, mark) {
   const rows = [];
+  const ep = r.eventPipeline;
+  rows.push([`Event pipeline (${fmt(ep.events)} email.delivered at ${ep.ratePerSecond}/s, poll every ${ep.pollIntervalMs} ms, measured ${fmt(ep.meanPollPeriodMs)} ms)`]);
+  const lagRow = (s, missing = 'missing') => (s.available ? `p50 ${fmt(s.lagMs.p50)} ms  p99 ${fmt(s.lagMs.p99)} ms  max ${fmt(s.lagMs.max)} ms  ${fmt(s.arrivalsPerSecond)}/s  (${fmt(s.arrived)} arrived, ${fmt(s.missing)} ${missing} after ${ep.drainLimitS} s)` : `not available: ${s.reason}`);
+  rows.push(['analytics counter (/v1/stats)', `${lagRow(ep.analyticsCounter)}${mark('counterLag')}`]);
+  const feed = ep.analyticsFeed;
+  const feedEnd = feed.inFeedAtEnd === undefined ? '' : feed.inFeedAtEnd === null ? '; final read failed'
+    : `; ${fmt(feed.inFeedAtEnd)} of ${fmt(ep.events)} in the feed at the end`;
+  rows.push(['analytics feed (/v1/events)', `${lagRow(feed, 'not seen arriving')}${feedEnd}`]);
+  rows.push(['webhook receiver', `${lagRow(ep.webhook)}${mark('webhookLag')}`]);
+  return rows;
+}
+
+/** The table of a `--only events` run. */
+function renderEventsOnly(r) {
+  const mark = (id) => {
+    const t = r.targets.find((x) => x.id === id);
+    return !t || t.pass === null ? '' : `  [${t.pass ? 'PASS' : 'FAIL'} ${t.target}]`;
+  };
+  const rows = [[`mailfleet bench --only events ${r.startedAt}  (${r.machine.cores} cores ${r.machine.cpuModel}, ${r.machine.memoryMiB} MiB, node ${r.machine.node})`]];
+  rows.push(['load average (1/5/15 min)', `${r.machine.loadAverageAtStart.join(' ')} at start, ${r.machine.loadAverageAtEnd.join(' ')} at end`]);
+  rows.push(...eventRows(r, mark));
+  return table(rows);
+}
+
+function render(r) {
+  const rows = [];
+  const check = (id) => r.targets.find((t) => t.id === id);
+  const mark = (id) => {
+    const t = check(id);
+    return !t || t.pass === null ? '' : `  [${t.pass ? 'PASS' : 'FAIL'} ${t.target}]`;
+  };
+  rows.push([`mailfleet bench ${r.startedAt}  (${r.machine.cores} cores ${r.machine.cpuModel}, ${r.machine.memoryMiB} MiB, node ${r.machine.node})`]);
+  rows.push(['load average (1/5/15 min)', `${r.machine.loadAverageAtStart.join(' ')} at start, ${r.machine.loadAverageAtEnd.join(' ')} at end`]);
+  rows.push(['platform boot', `${fmt(r.bootSeconds)} s`]);
+  const so = r.storageOps;
+  rows.push([`Storage operations per email (FerretDB per-command statistics; idle background ${fmt(so.idlePerSecond)} ops/s)`]);
+  const incomplete = (p) => (p.campaignDeliveredCounter === undefined
+    ? `${fmt(p.analyticsDelivered)} counted in analytics, ${fmt(p.deliveredStatusAfter)} DELIVERED of ${fmt(p.emails)}`
+    : `${fmt(p.analyticsDelivered)} counted in analytics, ${fmt(p.campaignDeliveredCounter)} in the campaign's delivered counter, of ${fmt(p.emails)}`);
+  const opsRows = (label, p, id) => {
+    if (!p?.available) {
+      rows.push([label, `not available: ${p?.reason ?? 'not run'}`]);
+      return;
+    }
+    const polls = Object.entries(p.benchPolls).map(([what, x]) => `${fmt(x.count)} × ${what} ≈ ${fmt(x.opsPerPoll)} ops each`).join(', ');
+    rows.push([`${label} (${fmt(p.emails)})`, `${fmt(p.perEmail)} per email${mark(id)}  (${fmt(p.ops)} ops in ${fmt(p.windowSeconds)} s, ${fmt(p.perEmailWithoutIdle)} without the idle background${p.complete ? '' : `; NOT complete: ${incomplete(p)}`})`]);
+    rows.push(['  bench polls (subtracted)', `${fmt(p.benchPollOps)} ops: ${polls}`]);
+    for (const t of p.top) rows.push([`  ${t.database} ${t.command} ${t.collection}`, `${fmt(t.count)}  (${fmt(t.perEmail)} per email)`]);
+  };
+  opsRows('single send', so.singleSend, 'singleSendOps');
+  opsRows('campaign email', so.campaign, 'campaignOps');
+  const sp = r.sendPath;
+  rows.push([`Send path (${r.parameters.connections} connections, ${r.parameters.durationS} s each)`]);
+  const cannonRow = (c) => `${fmt(c.ok2xxPerSecond)} req/s  p50 ${fmt(c.latencyMs.p50)} ms  p99 ${fmt(c.latencyMs.p99)} ms  (${fmt(c.ok2xx)} ok, ${fmt(c.non2xx)} non-2xx, ${fmt(c.errors)} errors)`;
+  rows.push(['POST /v1/emails', sp.send.available ? cannonRow(sp.send) : `not available: ${sp.send.reason}`]);
+  if (sp.send.available) {
+    rows.push(['  reached the sink', `${fmt(sp.send.sink.deliveredDuringLoad)} during load, ${fmt(sp.send.sink.deliveredAfterDrain)} after drain${sp.send.sink.drainAfterLoadS === null ? ' (not all)' : ` (${sp.send.sink.drainAfterLoadS} s after load)`}${sp.send.sink.beforeCampaign ? `, ${fmt(sp.send.sink.beforeCampaign.delivered)} before the campaign (${fmt(sp.send.sink.beforeCampaign.waitedS)} s more)` : ''}`]);
+  }
+  if (sp.send.available) rows.push(['  p99', `${fmt(sp.send.latencyMs.p99)} ms${mark('sendP99')}`]);
+  const b = sp.batch;
+  rows.push([`POST /v1/emails/batch (${b?.itemsPerRequest ?? BATCH_ITEMS} per request, ${r.parameters.batchConnections} connections)`, b?.available
+    ? `${fmt(b.acceptedEmailsPerSecond)} emails/s accepted  (${fmt(b.ok2xxPerSecond)} req/s, p50 ${fmt(b.latencyMs.p50)} ms, p99 ${fmt(b.latencyMs.p99)} ms, ${fmt(b.non2xx)} non-2xx, ${fmt(b.errors)} errors)`
+    : `not available: ${b?.reason ?? 'not run'}`]);
+  rows.push(['raw insertOne (FerretDB)', `${fmt(sp.rawInsertOne.perSecond)} /s  p50 ${fmt(sp.rawInsertOne.latencyMs.p50)} ms  p99 ${fmt(sp.rawInsertOne.latencyMs.p99)} ms  (${fmt(sp.rawInsertOne.errors)} errors)`]);
+  rows.push(['GET /v1/health', cannonRow(sp.health)]);
+  const ratio = (x) => (x === null ? '—' : `${x.toPrecision(3)} (${(x * 100).toPrecision(3)} %)`);
+  rows.push(['send / raw insert', sp.ratios?.sendOverRawInsert ? `${ratio(sp.ratios.sendOverRawInsert)}${mark('sendOverRaw')}` : 'not available']);
+  rows.push(['batch emails / raw insert', sp.ratios?.batchAcceptedOverRawInsert ? `${fmt(sp.ratios.batchAcceptedOverRawInsert)}×${mark('batchOverRaw')}` : 'not available']);
+  rows.push(['send / health', sp.ratios?.sendOverHealth ? ratio(sp.ratios.sendOverHealth) : 'not available']);
+  const cf = r.campaignFanOut;
+  rows.push(['Campaign fan-out']);
+  const c = cf.campaign;
+  rows.push([`campaign to ${fmt(r.parameters.campaignContacts)} contacts`, c.available
+    ? `${fmt(c.perMinute)} mails/min${mark('campaignRate')}  (${fmt(c.inSink)} of ${fmt(c.contacts)} in the sink, last after ${fmt(c.lastMessageS)} s; ${c.outcome}${c.duplicates ? `, ${fmt(c.duplicates)} duplicates` : ''})`
+    : `not available: ${c.reason}`]);
+  if (c.available) {
+    rows.push(['  batch size / window', `${fmt(c.batchSize)} / ${fmt(c.batchWindowMinutes)} min`]);
+    rows.push(['  COMPLETED after', c.completedS === null ? `not COMPLETED (status ${c.status})` : `${fmt(c.completedS)} s  (first message after ${fmt(c.firstMessageS)} s)`]);
+    const later = c.deliveredCounterAfterEventsConsumed === undefined ? '' : `; ${fmt(c.deliveredCounterAfterEventsConsumed)} once the event consumers were idle`;
+    rows.push(['  delivered counter', c.counters ? `${fmt(c.counters.delivered)} of ${fmt(c.contacts)}${c.deliveredCounterAfterLastMessageS === null ? ` after waiting ${fmt(r.parameters.drainS)} s${later}` : ` (${c.deliveredCounterAfterLastMessageS} s after the last message)`}` : '—']);
+    rows.push(['  contacts stored (bulk)', `${fmt(c.contacts)} in ${fmt(c.bookSeconds)} s${c.sendPathBacklogAtStart > 0 ? `; ${fmt(c.sendPathBacklogAtStart)} send-path emails still queued at start` : ''}`]);
+  }
+  const sinkRatio = check('sinkOverCampaign')?.value;
+  rows.push(['SMTP sink raw accept', `${fmt(cf.sinkRawAccept.perMinute)} mails/min${sinkRatio ? `, ${fmt(sinkRatio)}× the campaign${mark('sinkOverCampaign')}` : ''}  (${fmt(cf.sinkRawAccept.accepted)} of ${fmt(cf.sinkRawAccept.messages)} in ${fmt(cf.sinkRawAccept.durationS)} s, ${cf.sinkRawAccept.connections} pipelined connections, ${fmt(cf.sinkRawAccept.failed)} failed)`]);
+  const bl = r.campaignEventBacklog;
+  const pendingText = (m) => Object.entries(m).map(([d, n]) => `${d} ${n === null ? '?' : fmt(n)}`).join(', ');
+  rows.push(['campaign events consumed', Object.values(bl.left).every((n) => n === null || n === 0)
+    ? `${fmt(bl.waitedSeconds)} s after the campaign (pending then: ${pendingText(bl.atStart)})`
+    : `not all within ${fmt(bl.limitSeconds)} s (pending then: ${pendingText(bl.atStart)}; left: ${pendingText(bl.left)})`]);
   rows.push(...eventRows(r, mark));
   rows.push(['Memory (RSS MiB: idle after start -> end of run)']);
   const names = [...new Set([...Object.keys(r.memoryIdleMiB), ...Object.keys(r.memoryEndMiB)])];
