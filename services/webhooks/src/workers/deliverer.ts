@@ -22,8 +22,14 @@ export interface Deliverer {
    * their results are written together (one bulk write per collection, one or two writes of the webhook's
    * counters). Answers the records after the attempts, in order (undefined as in `attempt`). `onSent` is called
    * once no post of the round is in flight any more (before the results are written; also when none was made).
+   * `gate` runs each post (the worker's cap on posts in flight to the webhook across its rounds).
    */
-  attemptMany(claims: readonly ClaimedDelivery[], opts?: { onSent?: () => void }): Promise<(DeliveryRecord | undefined)[]>;
+  attemptMany(claims: readonly ClaimedDelivery[], opts?: AttemptManyOptions): Promise<(DeliveryRecord | undefined)[]>;
+}
+
+export interface AttemptManyOptions {
+  readonly onSent?: () => void;
+  readonly gate?: <T>(post: () => Promise<T>) => Promise<T>;
 }
 
 export function createDeliverer(deps: {
@@ -74,7 +80,9 @@ export function createDeliverer(deps: {
 
   const logOf = (d: DeliveryRecord) => deps.logger.child({ deliveryId: d.id, webhookId: d.webhookId, eventId: d.eventId, eventType: d.type });
 
-  async function attemptRound(claims: readonly ClaimedDelivery[], onSent: () => void): Promise<(DeliveryRecord | undefined)[]> {
+  async function attemptRound(
+    claims: readonly ClaimedDelivery[], onSent: () => void, gate: AttemptManyOptions['gate'],
+  ): Promise<(DeliveryRecord | undefined)[]> {
     const first = claims[0];
     if (!first) return [];
     const webhook = await deps.webhooks.get(first.record.teamId, first.record.webhookId);
@@ -86,7 +94,7 @@ export function createDeliverer(deps: {
       return out;
     }
     const target = targetOf(webhook, logOf(first.record));
-    const sent = await Promise.all(claims.map((claim) => send(claim, webhook, target, {})));
+    const sent = await Promise.all(claims.map((claim) => (gate ? gate(() => send(claim, webhook, target, {})) : send(claim, webhook, target, {}))));
     // The endpoint is done with this round: the worker may send it the next while these results are written.
     onSent();
     const records = await deps.deliveries.finishMany(sent.map((s) => ({ claim: s.claim, result: s.written })), now());
@@ -127,7 +135,7 @@ export function createDeliverer(deps: {
         opts.onSent?.();
       };
       try {
-        return await attemptRound(claims, sentNow);
+        return await attemptRound(claims, sentNow, opts.gate);
       } finally {
         sentNow();
       }
