@@ -100,4 +100,19 @@ describe('storage operations per batch', () => {
     // Five writes a batch, whatever its size.
     expect(writes().length).toBe(5 * batches);
   });
+
+  it('the sweep takes a settled batch\'s marks with its settlement (marks stay pending in their documents), and nothing younger', async () => {
+    await awayFromUtcMidnight({ needMs: 60_000, afterMs: 5_000 });
+    const teamId = `team_ops_sweep_${Date.now().toString(36)}`;
+    const rollups = createRollupsRepository(db);
+    const handler = createEmailEventsHandler({ rollups, feed: createFeedRepository(db) });
+    await handler(delivered(teamId, 20).map((event) => ({ event, deliveryCount: 1 })), { log: logger });
+    const marks = db.collection('count_marks');
+    const ours = { $or: [{ teamId }, { rollupId: rollupIdOf({ teamId, day: utcDay(new Date()), domainId: 'dom_a', kind: 'transactional' }) }] };
+    expect(await marks.countDocuments(ours)).toBe(21);
+    expect(await marks.countDocuments({ ...ours, pending: true })).toBe(20);
+    expect(await rollups.sweepMarks(new Date(Date.now() - 60_000))).toBe(0);
+    await rollups.sweepMarks(new Date(Date.now() + 1_000));
+    expect(await marks.countDocuments(ours)).toBe(0);
+  });
 });
