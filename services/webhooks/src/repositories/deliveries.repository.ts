@@ -103,8 +103,8 @@ const STALE_PER_CLAIM = 20;
  * at most this many claims (or `lookMaxAgeMs`) to be seen.
  */
 export const LOOK_LIMIT = 256;
-/** The most entries this replica keeps in view; past it, new ones are left to the next look. */
-const VIEW_LIMIT = 1_000;
+/** The most entries this replica keeps in view (with a copy of each record it wrote: a few MB); past it, new ones are left to the next look. */
+const VIEW_LIMIT = 4_000;
 
 export interface DeliveriesRepositoryOptions {
   /**
