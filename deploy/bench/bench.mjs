@@ -71,6 +71,22 @@ export async function runBench(params) {
     const sendTeam = await session.newTeam('bench-send');
     const eventTeam = await session.newTeam('bench-events');
 
+    if (params.only === 'events') {
+      // --only events: the event pipeline alone, on a platform with nothing else to do.
+      resources.receiver = await session.startReceiver();
+      result.eventPipeline = await eventPipeline({ gw, team: eventTeam, params, resources, signal });
+      result.memoryEndMiB = platformRss();
+      result.finishedAt = new Date().toISOString();
+      result.machine.loadAverageAtEnd = os.loadavg().map((l) => round(l));
+      result.targets = [];
+      eventTargetChecks(result, (id, what, value, target, ok) => result.targets.push({ id, what, value, target, pass: value === null || value === undefined ? null : ok(value) }));
+      const file = path.join(repoRoot, 'bench-results', `bench-events-${fileStamp(startedAt)}.json`);
+      await fsp.mkdir(path.dirname(file), { recursive: true });
+      await fsp.writeFile(file, `${JSON.stringify(result, null, 2)}\n`);
+      process.stdout.write(`${renderEventsOnly(result)}\n\nJSON: ${path.relative(process.cwd(), file)}\n`);
+      return 0;
+    }
+
     // --- storage operations per single send -------------------------------------------------
     checkAbort();
     const { NON_STORAGE_COMMANDS } = await import(new URL(`file://${path.join(repoRoot, 'services/testkit/dist/storage-ops.js')}`).href);
@@ -685,14 +701,46 @@ function targetChecks(r) {
   add('campaignRate', 'campaign mails/min', perMinute, `≥ ${TARGETS.campaignPerMinute.toLocaleString('en-US')}`, (v) => v >= TARGETS.campaignPerMinute);
   const sinkRatio = perMinute ? round(r.campaignFanOut.sinkRawAccept.perMinute / perMinute, 2) : null;
   add('sinkOverCampaign', 'sink raw accept / campaign rate', sinkRatio, `≥ ${TARGETS.sinkOverCampaign}×`, (v) => v >= TARGETS.sinkOverCampaign);
+  eventTargetChecks(r, add);
+  add('rssIdle', 'platform RSS idle (MiB)', platformTotalMiB(r.memoryIdleMiB), '≤ 1.2 GiB', (v) => v <= TARGETS.rssIdleMiB);
+  add('rssEnd', 'platform RSS at the end (MiB)', platformTotalMiB(r.memoryEndMiB), '≤ 1.6 GiB', (v) => v <= TARGETS.rssEndMiB);
+  return checks;
+}
+
+/** The event pipeline's targets (issue 18), added through `add` as targetChecks does. */
+function eventTargetChecks(r, add) {
   const ep = r.eventPipeline;
   // An event that never arrived fails the target whatever the p99 of those that did.
   const lagP99 = (sec) => (sec?.available && sec.missing === 0 ? sec.lagMs.p99 : sec?.available ? `${sec.missing} events missing` : null);
   add('counterLag', 'analytics counter lag p99 (ms)', lagP99(ep?.analyticsCounter), `≤ ${TARGETS.eventLagP99Ms / 1000} s, none missing`, (v) => typeof v === 'number' && v <= TARGETS.eventLagP99Ms);
   add('webhookLag', 'webhook receiver lag p99 (ms)', lagP99(ep?.webhook), `≤ ${TARGETS.eventLagP99Ms / 1000} s, none missing`, (v) => typeof v === 'number' && v <= TARGETS.eventLagP99Ms);
-  add('rssIdle', 'platform RSS idle (MiB)', platformTotalMiB(r.memoryIdleMiB), '≤ 1.2 GiB', (v) => v <= TARGETS.rssIdleMiB);
-  add('rssEnd', 'platform RSS at the end (MiB)', platformTotalMiB(r.memoryEndMiB), '≤ 1.6 GiB', (v) => v <= TARGETS.rssEndMiB);
-  return checks;
+}
+
+/** The event pipeline's rows of the table. */
+function eventRows(r, mark) {
+  const rows = [];
+  const ep = r.eventPipeline;
+  rows.push([`Event pipeline (${fmt(ep.events)} email.delivered at ${ep.ratePerSecond}/s, poll every ${ep.pollIntervalMs} ms, measured ${fmt(ep.meanPollPeriodMs)} ms)`]);
+  const lagRow = (s, missing = 'missing') => (s.available ? `p50 ${fmt(s.lagMs.p50)} ms  p99 ${fmt(s.lagMs.p99)} ms  max ${fmt(s.lagMs.max)} ms  ${fmt(s.arrivalsPerSecond)}/s  (${fmt(s.arrived)} arrived, ${fmt(s.missing)} ${missing} after ${ep.drainLimitS} s)` : `not available: ${s.reason}`);
+  rows.push(['analytics counter (/v1/stats)', `${lagRow(ep.analyticsCounter)}${mark('counterLag')}`]);
+  const feed = ep.analyticsFeed;
+  const feedEnd = feed.inFeedAtEnd === undefined ? '' : feed.inFeedAtEnd === null ? '; final read failed'
+    : `; ${fmt(feed.inFeedAtEnd)} of ${fmt(ep.events)} in the feed at the end`;
+  rows.push(['analytics feed (/v1/events)', `${lagRow(feed, 'not seen arriving')}${feedEnd}`]);
+  rows.push(['webhook receiver', `${lagRow(ep.webhook)}${mark('webhookLag')}`]);
+  return rows;
+}
+
+/** The table of a `--only events` run. */
+function renderEventsOnly(r) {
+  const mark = (id) => {
+    const t = r.targets.find((x) => x.id === id);
+    return !t || t.pass === null ? '' : `  [${t.pass ? 'PASS' : 'FAIL'} ${t.target}]`;
+  };
+  const rows = [[`mailfleet bench --only events ${r.startedAt}  (${r.machine.cores} cores ${r.machine.cpuModel}, ${r.machine.memoryMiB} MiB, node ${r.machine.node})`]];
+  rows.push(['load average (1/5/15 min)', `${r.machine.loadAverageAtStart.join(' ')} at start, ${r.machine.loadAverageAtEnd.join(' ')} at end`]);
+  rows.push(...eventRows(r, mark));
+  return table(rows);
 }
 
 function render(r) {
@@ -760,15 +808,7 @@ function render(r) {
   rows.push(['campaign events consumed', Object.values(bl.left).every((n) => n === null || n === 0)
     ? `${fmt(bl.waitedSeconds)} s after the campaign (pending then: ${pendingText(bl.atStart)})`
     : `not all within ${fmt(bl.limitSeconds)} s (pending then: ${pendingText(bl.atStart)}; left: ${pendingText(bl.left)})`]);
-  const ep = r.eventPipeline;
-  rows.push([`Event pipeline (${fmt(ep.events)} email.delivered at ${ep.ratePerSecond}/s, poll every ${ep.pollIntervalMs} ms, measured ${fmt(ep.meanPollPeriodMs)} ms)`]);
-  const lagRow = (s, missing = 'missing') => (s.available ? `p50 ${fmt(s.lagMs.p50)} ms  p99 ${fmt(s.lagMs.p99)} ms  max ${fmt(s.lagMs.max)} ms  ${fmt(s.arrivalsPerSecond)}/s  (${fmt(s.arrived)} arrived, ${fmt(s.missing)} ${missing} after ${ep.drainLimitS} s)` : `not available: ${s.reason}`);
-  rows.push(['analytics counter (/v1/stats)', `${lagRow(ep.analyticsCounter)}${mark('counterLag')}`]);
-  const feed = ep.analyticsFeed;
-  const feedEnd = feed.inFeedAtEnd === undefined ? '' : feed.inFeedAtEnd === null ? '; final read failed'
-    : `; ${fmt(feed.inFeedAtEnd)} of ${fmt(ep.events)} in the feed at the end`;
-  rows.push(['analytics feed (/v1/events)', `${lagRow(feed, 'not seen arriving')}${feedEnd}`]);
-  rows.push(['webhook receiver', `${lagRow(ep.webhook)}${mark('webhookLag')}`]);
+  rows.push(...eventRows(r, mark));
   rows.push(['Memory (RSS MiB: idle after start -> end of run)']);
   const names = [...new Set([...Object.keys(r.memoryIdleMiB), ...Object.keys(r.memoryEndMiB)])];
   let idleSum = 0;

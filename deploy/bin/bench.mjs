@@ -15,6 +15,7 @@ const usage = `usage: npm run bench -- [options]
   --poll-ms N           analytics poll interval in ms (default 20)
   --drain S             seconds to wait for a backlog once a load stopped (event arrivals; default 120);
                         also how long the campaign may go without a new message before it counts as stalled
+  --only events         run only the event pipeline phase (analytics counter and webhook lag)
   --keep                keep the temporary data dir (logs, mail) after the run
   --skip-prepare        do not install/build first (already built)`;
 
@@ -33,6 +34,7 @@ const { values, integer, say } = parseCommandLine({
     'campaign-timeout': { type: 'string', default: '3600' },
     'poll-ms': { type: 'string', default: '20' },
     drain: { type: 'string', default: '120' },
+    only: { type: 'string' },
   },
 });
 const positive = (name, max) => integer(name, 1, max);
@@ -49,7 +51,12 @@ const params = {
   pollMs: positive('poll-ms', 10_000),
   drainS: positive('drain', 3600),
   keep: values.keep,
+  only: values.only,
 };
+if (params.only !== undefined && params.only !== 'events') {
+  process.stderr.write(`--only: only 'events' is known\n${usage}\n`);
+  process.exit(2);
+}
 
 await prepareUnlessSkipped(values, say);
 

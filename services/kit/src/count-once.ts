@@ -165,10 +165,11 @@ export function createCountOnce(opts: {
     } catch (err) {
       if (!isDuplicateKeyError(err)) throw err;
     }
-    const mark = await marks.findOne({ _id: input.markId } as Filter<KeyedDoc>);
-    if (!mark) throw new CountingBusyError('count mark vanished while being read');
+    const found = await marks.findOne({ _id: input.markId } as Filter<KeyedDoc>);
+    if (!found) throw new CountingBusyError('count mark vanished while being read');
     // The target stays the one the first claim chose, whichever event takes over.
-    const target = typeof mark[targetField] === 'string' ? (mark[targetField] as string) : input.target;
+    const target = typeof found[targetField] === 'string' ? (found[targetField] as string) : input.target;
+    const mark = await withSettlement(marks, found, target);
     const decision = decideOnExistingMark(mark as unknown as MarkState, input.eventId, at);
     switch (decision.action) {
       case 'unpend':
@@ -240,17 +241,47 @@ export function createCountOnce(opts: {
 }
 
 /**
+ * A batch's *settlement* on one target: the document that says every mark the
+ * batch still holds on that target is finished (its apply there happened). It
+ * lives among the marks under its own key, so one insert finishes a whole
+ * batch on a target where a mark-by-mark finish cost one update per mark (and
+ * a finish by `batchId` a scan of every mark, on stores that serve only `_id`
+ * from an index). A mark whose claim carries the batch id and the target reads
+ * as finished once the settlement exists; a mark taken over by another batch
+ * carries that batch's id, so an old batch's settlement never finishes it.
+ */
+export function settlementIdOf(batchId: string, target: string): string {
+  return `settled:${batchId}:${target}`;
+}
+
+function settlementDoc(targetField: string, batchId: string, target: string, at: Date): KeyedDoc {
+  return { _id: settlementIdOf(batchId, target), batchId, [targetField]: target, pending: false, createdAt: at, doneAt: at };
+}
+
+/** The mark as it reads with its batch's settlement: a pending batch mark whose batch settled its target is finished. */
+async function withSettlement(marks: Collection<KeyedDoc>, mark: KeyedDoc, target: string): Promise<KeyedDoc> {
+  if (mark.pending !== true || typeof mark.batchId !== 'string') return mark;
+  const settled = await marks.findOne({ _id: settlementIdOf(mark.batchId, target) } as Filter<KeyedDoc>, { projection: { _id: 1 } });
+  return settled ? { ...mark, pending: false } : mark;
+}
+
+/**
  * The end of a counting whose token is still on the target although its apply
- * happened: finish the token's marks on that target still pending, then pull
- * the token. A batch's token covers every mark it holds on the target (one
- * apply counted them all), so its token may leave the list only once none of
- * them is pending; otherwise a later take-over of one would find no token and
- * count it again.
+ * happened: settle the batch on that target (every mark it holds there is
+ * finished), then pull the token. A batch's token covers every mark it holds on
+ * the target (one apply counted them all), so its token may leave the list
+ * only once none of them is pending; otherwise a later take-over of one would
+ * find no token and count it again.
  */
 async function settleToken(
   marks: Collection<KeyedDoc>, targets: Collection<KeyedDoc>, targetField: string, target: string, batchId: string, at: Date,
 ): Promise<void> {
-  await marks.updateMany({ batchId, [targetField]: target, pending: true } as Filter<KeyedDoc>, { $set: { pending: false, doneAt: at } });
+  try {
+    await marks.insertOne(settlementDoc(targetField, batchId, target, at));
+  } catch (err) {
+    // Settled already (by the batch itself or another taker).
+    if (!isDuplicateKeyError(err)) throw err;
+  }
   await targets.updateOne({ _id: target } as Filter<KeyedDoc>, { $pullAll: { pending: [batchId] } } as Document);
 }
 
@@ -263,7 +294,9 @@ async function settleToken(
  *    `find` and decided one by one (decideOnExistingMark).
  * 2. apply: per target ONE update: the batch's summed `$inc` and `$push` of
  *    the batch id, filtered on the id not being there yet.
- * 3. finish: one `updateMany` of the batch's marks (compare-and-set on the lease).
+ * 3. finish: one bulk update of the batch's marks by `_id` (compare-and-set on
+ *    the lease), or with `settle` one insert of a settlement per target (see
+ *    settlementIdOf).
  * 4. unpend: per target, `$pullAll` the batch id.
  *
  * Take-over of a crashed batch's mark (pending, lease over): the old batch's
@@ -353,6 +386,12 @@ export function createBatchCountOnce(opts: {
   now?: () => Date;
   /** A new batch id (default: random). */
   newBatchId?: () => string;
+  /**
+   * Finish a batch with one settlement per target (one insert for the batch) instead of an update of each mark.
+   * Its marks then stay `pending: true` in their documents and read as finished through the settlement, so a
+   * sweep of old marks must delete them whatever their `pending` (with their settlements, never before them).
+   */
+  settle?: boolean;
 }): BatchCountOnce {
   const { marks, targets } = opts;
   const targetField = opts.targetField ?? 'target';
@@ -386,11 +425,18 @@ export function createBatchCountOnce(opts: {
     candidates.forEach((e, i) => (refused.has(i) ? existing : held).push(e));
 
     if (existing.length > 0) {
-      const found = new Map((await marks.find({ _id: { $in: existing.map((e) => e.markId) } } as Filter<KeyedDoc>).toArray()).map((m) => [m._id, m]));
+      // By `_id`, side by side: an `$in` filter is a scan of every mark on FerretDB.
+      const found = new Map((await Promise.all(existing.map((e) => marks.findOne({ _id: e.markId } as Filter<KeyedDoc>))))
+        .filter((m): m is KeyedDoc => m !== null).map((m) => [m._id, m]));
       const takeOvers: { effect: BatchEffect; mark: KeyedDoc; target: string; token: string }[] = [];
       const settle = new Map<string, { target: string; token: string; batch: boolean; single?: string }>();
+      // Pending batch marks whose batch settled their target are finished (reads by `_id`, side by side).
+      const settledOnes = new Map(await Promise.all([...found.values()].map(async (m) => {
+        const target = typeof m[targetField] === 'string' ? (m[targetField] as string) : '';
+        return [m._id, await withSettlement(marks, m, target)] as const;
+      })));
       for (const e of existing) {
-        const mark = found.get(e.markId);
+        const mark = settledOnes.get(e.markId);
         if (!mark) {
           busy.add(e.eventId);
           continue;
@@ -418,8 +464,8 @@ export function createBatchCountOnce(opts: {
       }
       if (takeOvers.length > 0) {
         const ids = [...new Set(takeOvers.map((t) => t.target))];
-        const pendingOf = new Map((await targets.find({ _id: { $in: ids } } as Filter<KeyedDoc>, { projection: { pending: 1 } }).toArray())
-          .map((t) => [t._id, Array.isArray(t.pending) ? (t.pending as unknown[]) : []]));
+        const pendingOf = new Map((await Promise.all(ids.map((id) => targets.findOne({ _id: id } as Filter<KeyedDoc>, { projection: { pending: 1 } }))))
+          .filter((t): t is KeyedDoc => t !== null).map((t) => [t._id, Array.isArray(t.pending) ? (t.pending as unknown[]) : []]));
         for (const t of takeOvers) {
           if (decideTakeOver(t.token, pendingOf.get(t.target)) === 'settle') {
             // The crashed holder's apply happened: the count is in, only its end is missing.
@@ -482,6 +528,19 @@ export function createBatchCountOnce(opts: {
 
   async function finish(c: BatchClaim): Promise<boolean> {
     if (c.held === 0) return true;
+    if (opts.settle) {
+      // Every mark the batch still holds on a target is finished by that target's settlement; a mark taken over
+      // meanwhile carries the taker's batch id, so this never finishes it.
+      const at = now();
+      try {
+        await marks.insertMany([...c.targets.keys()].map((target) => settlementDoc(targetField, c.batchId, target, at)), { ordered: false });
+        return true;
+      } catch (err) {
+        // A taker settled a target first (this batch's lease ran out after its apply).
+        if (!hasOnlyDuplicateErrors(err)) throw err;
+        return false;
+      }
+    }
     // By `_id`, not by `batchId`: FerretDB serves only `_id` from an index, and a filter on the
     // batch would read every mark ever written, once per batch.
     const doneAt = now();

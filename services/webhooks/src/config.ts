@@ -19,8 +19,11 @@ export function webhooksConfigSpec() {
     retryMaxMs: int('WEBHOOK_RETRY_MAX_MS', DEFAULT_RETRY_POLICY.maxDelayMs, 10),
     /** Events in a row that failed every attempt before the webhook turns FAILED. */
     failureThreshold: int('WEBHOOK_FAILURE_THRESHOLD', DEFAULT_RETRY_POLICY.failureThreshold, 1, 10_000),
-    /** Attempts in flight at once in one replica. */
-    concurrency: int('WEBHOOK_CONCURRENCY', 32, 1, 1_000),
+    /**
+     * Deliveries held at once by one replica: being posted, or their results being written (a webhook's next round
+     * goes out while the last one's results are written, so this is a few rounds' worth).
+     */
+    concurrency: int('WEBHOOK_CONCURRENCY', 64, 1, 1_000),
     /**
      * Attempts in flight at once to one webhook in one replica: a slow endpoint holds at most this many slots. Also
      * the size of a round (claimed together, results written together), so it sets how far one busy webhook's

@@ -20,6 +20,17 @@ import { createDeliveryWorker } from './workers/delivery.worker.js';
  * for in-process tests; processes trust NODE_EXTRA_CA_CERTS and resolve with
  * the system resolver.
  */
+/**
+ * How many deliveries of one webhook go out as rounds at once: up to four times its concurrency, so a busy
+ * endpoint's deliveries are claimed and recorded a few writes per 64 (by default) instead of per 16, but never
+ * more than the lease allows: against an endpoint that times out every post, a round's posts take one time-out
+ * per `perWebhookConcurrency` of them, and all of that stays 5 s inside the lease (so no claim lapses mid-round).
+ */
+export function roundSizeOf(config: Pick<WebhooksConfig, 'perWebhookConcurrency' | 'claimLeaseMs' | 'timeoutMs'>): number {
+  const waves = Math.max(1, Math.min(4, Math.floor((config.claimLeaseMs - 5_000) / config.timeoutMs)));
+  return config.perWebhookConcurrency * waves;
+}
+
 export async function createWebhooksServer(deps: {
   config: WebhooksConfig;
   infra: ServiceInfra;
@@ -51,6 +62,7 @@ export async function createWebhooksServer(deps: {
     deliverer,
     concurrency: config.concurrency,
     perWebhookConcurrency: config.perWebhookConcurrency,
+    roundSize: roundSizeOf(config),
     leaseMs: config.claimLeaseMs,
     pollIntervalMs: config.pollIntervalMs,
     logger: logger.child({ worker: 'delivery' }),

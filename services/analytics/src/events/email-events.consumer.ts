@@ -16,7 +16,7 @@ export interface EmailEventsDeps {
 /**
  * Applies a batch of `email.*` events: every counter they advance is counted
  * once per email with one batched counting (one write per rollup document, not
- * per event), then the events join the feed in one insert keyed by event id.
+ * per event), and meanwhile the events join the feed in one insert keyed by event id.
  * Both are idempotent on the event, so a batch that fails is simply delivered
  * again and resumes where it stopped. A malformed event is terminated alone; an
  * event whose counting another delivery holds right now is retried later (its
@@ -39,12 +39,21 @@ export function createEmailEventsHandler(deps: EmailEventsDeps): BatchHandler {
       const rollup = { teamId: fact.teamId, day: fact.day, domainId: fact.domainId, kind: fact.kind };
       return fact.metrics.map((metric) => ({ teamId: fact.teamId, emailId: fact.emailId, metric, eventId: fact.eventId, rollup }));
     });
-    const result = countings.length > 0 ? await deps.rollups.countBatch(countings) : undefined;
-    await deps.feed.addMany(facts);
+    // Two collections, so the store writes them side by side; both are idempotent, so either may go first.
+    const [result] = await Promise.all([
+      countings.length > 0 ? deps.rollups.countBatch(countings) : undefined,
+      deps.feed.addMany(facts),
+    ]);
     log.debug({ events: batch.length, counted: result?.counted ?? 0, alreadyCounted: result?.alreadyCounted ?? 0 }, 'email events applied');
     return { poison, ...(result && result.busy.size > 0 ? { retry: result.busy } : {}) };
   };
 }
+
+/**
+ * Batches handled at once: while one batch waits on one collection (its marks), the next is written to the others.
+ * Safe for counting: two batches claiming one mark are told apart by its unique insert, exactly as two replicas are.
+ */
+export const EMAIL_EVENTS_IN_FLIGHT = 2;
 
 export function createEmailEventsConsumer(opts: EmailEventsDeps & { nats: NatsHandle; logger: Logger; metrics?: ServiceMetrics }): DurableConsumer {
   return createBatchConsumer({
@@ -52,6 +61,7 @@ export function createEmailEventsConsumer(opts: EmailEventsDeps & { nats: NatsHa
     durable: EMAIL_EVENTS_DURABLE,
     filterSubjects: ['mailfleet.email.>'],
     handler: createEmailEventsHandler(opts),
+    maxInFlight: EMAIL_EVENTS_IN_FLIGHT,
     logger: opts.logger,
     metrics: opts.metrics,
   });

@@ -76,7 +76,7 @@ export interface RollupsRepository {
    * kind or domain. The database sums the daily rollups; raw events are never read.
    */
   sum(query: SumQuery, groupBy?: GroupBy, metrics?: readonly Metric[]): Promise<Map<string, Counts>>;
-  /** Deletes finished marks created before `before`: a later event for such an email counts again. */
+  /** Deletes marks (and settlements) created before `before`: a later event for such an email counts again. */
   sweepMarks(before: Date): Promise<number>;
 }
 
@@ -104,9 +104,11 @@ export function createRollupsRepository(db: Db, opts: { leaseMs?: number; margin
     ...(opts.marginMs !== undefined ? { marginMs: opts.marginMs } : {}), now,
   });
 
+  // A batch is finished by one settlement per rollup (one insert), not an update of each of its marks: on
+  // FerretDB each of those updates is a statement of its own, and they were most of a batch's time.
   const batchCounting = createBatchCountOnce({
     marks: marks as unknown as Collection<KeyedDoc>, targets: rollups as unknown as Collection<KeyedDoc>,
-    targetField: 'rollupId', upsert: true, ...(opts.leaseMs !== undefined ? { leaseMs: opts.leaseMs } : {}),
+    targetField: 'rollupId', upsert: true, settle: true, ...(opts.leaseMs !== undefined ? { leaseMs: opts.leaseMs } : {}),
     ...(opts.marginMs !== undefined ? { marginMs: opts.marginMs } : {}), now,
   });
 
@@ -127,8 +129,6 @@ export function createRollupsRepository(db: Db, opts: { leaseMs?: number; margin
       await rollups.createIndex({ teamId: 1, day: 1 }, { name: 'team_day' });
       await rollups.createIndex({ teamId: 1, domainId: 1, day: 1 }, { name: 'team_domain_day' });
       await marks.createIndex({ createdAt: 1 }, { name: 'created' });
-      // A batch finishes its marks by batch id (and a take-over finishes a crashed batch's).
-      await marks.createIndex({ batchId: 1 }, { name: 'batch' });
     },
 
     async countOnce(input) {
@@ -165,7 +165,10 @@ export function createRollupsRepository(db: Db, opts: { leaseMs?: number; margin
     },
 
     async sweepMarks(before) {
-      return (await marks.deleteMany({ pending: false, createdAt: { $lt: before } })).deletedCount;
+      // Whatever `pending` says: a batch's marks stay pending in their documents and are finished by its
+      // settlements, which are younger than they are, so a cutoff never takes a settlement and leaves its marks.
+      // A counting in flight is minutes old at most, far inside any retention.
+      return (await marks.deleteMany({ createdAt: { $lt: before } })).deletedCount;
     },
   };
 }

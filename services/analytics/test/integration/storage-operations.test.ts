@@ -1,5 +1,5 @@
 import {
-  BULK_CHUNK, connectNats, createEvent, createLogger, encodeEvent, ensureEventStream, EVENT_STREAM, subjectFor, type DurableConsumer, type EventEnvelope,
+  connectNats, createEvent, createLogger, encodeEvent, ensureEventStream, EVENT_STREAM, subjectFor, type DurableConsumer, type EventEnvelope,
   type NatsHandle,
 } from '@mailfleet/kit';
 import { awayFromUtcMidnight, isolatedNats, stopNats, testMongoUrl, uniqueDbName } from '@mailfleet/testkit';
@@ -60,44 +60,59 @@ async function deliveredOf(teamId: string): Promise<number> {
 }
 
 describe('storage operations per batch', () => {
-  it('a batch costs five writes plus one per bulk of marks finished, whether it holds 50 or 500 events of one team and day', async () => {
+  it('a batch costs five writes, whether it holds 50 or 500 events of one team and day', async () => {
     await awayFromUtcMidnight({ needMs: 60_000, afterMs: 5_000 });
     const handler = createEmailEventsHandler({ rollups: createRollupsRepository(db), feed: createFeedRepository(db) });
     for (const n of [50, 500]) {
       const teamId = `team_ops_${n}_${Date.now().toString(36)}`;
       commands.length = 0;
       await handler(delivered(teamId, n).map((event) => ({ event, deliveryCount: 1 })), { log: logger });
-      // Marks claimed (1 insert), the rollup applied (1 update), marks finished by _id (1 bulk per BULK_CHUNK),
-      // token pulled (1 update), feed (1 insert).
-      expect(writes().map((c) => `${c.name} ${c.collection}`)).toEqual([
-        'insert count_marks', 'update daily_rollups', ...Array<string>(Math.ceil(n / BULK_CHUNK)).fill('update count_marks'),
-        'update daily_rollups', 'insert event_feed',
-      ]);
+      // Marks claimed (1 insert), the rollup applied (1 update), the batch settled on it (1 insert, not one update
+      // per mark), token pulled (1 update), in that order; the feed (1 insert) beside them.
+      const all = writes().map((c) => `${c.name} ${c.collection}`);
+      expect(all.filter((w) => w !== 'insert event_feed')).toEqual(['insert count_marks', 'update daily_rollups', 'insert count_marks', 'update daily_rollups']);
+      expect(all.filter((w) => w === 'insert event_feed')).toHaveLength(1);
       expect(commands.filter((c) => !WRITES.has(c.name))).toEqual([]);
       expect(await deliveredOf(teamId)).toBe(n);
     }
   });
 
-  it('500 events through JetStream: each counted once, with writes bounded per batch and far fewer batches than events', async () => {
+  it('2,000 events through JetStream: each counted once, with five writes a batch and far fewer batches than events', async () => {
     await awayFromUtcMidnight({ needMs: 60_000, afterMs: 5_000 });
     const teamId = `team_ops_js_${Date.now().toString(36)}`;
-    const events = delivered(teamId, 500);
+    const events = delivered(teamId, 2_000);
     await Promise.all(events.map((e) => nats.js.publish(subjectFor(e.type), encodeEvent(e), { msgID: e.id })));
     commands.length = 0;
     consumer = createEmailEventsConsumer({ rollups: createRollupsRepository(db), feed: createFeedRepository(db), nats, logger });
     await consumer.start();
-    const deadline = Date.now() + 30_000;
+    const deadline = Date.now() + 90_000;
     for (;;) {
       const info = await nats.jsm.consumers.info(EVENT_STREAM, EMAIL_EVENTS_DURABLE);
       if (info.num_pending === 0 && info.num_ack_pending === 0) break;
       if (Date.now() > deadline) throw new Error('consumer still busy');
       await new Promise((r) => setTimeout(r, 50));
     }
-    expect(await deliveredOf(teamId)).toBe(500);
-    const batches = writes().filter((c) => c.name === 'insert' && c.collection === 'count_marks').length;
+    expect(await deliveredOf(teamId)).toBe(2_000);
+    // A batch applies its counters once and pulls its token once: two rollup updates each.
+    const batches = writes().filter((c) => c.name === 'update' && c.collection === 'daily_rollups').length / 2;
     expect(batches).toBeGreaterThan(0);
-    expect(batches).toBeLessThanOrEqual(10);
-    // Five writes a batch, plus one more per BULK_CHUNK marks finished.
-    expect(writes().length).toBeLessThanOrEqual(4 * batches + Math.ceil(500 / BULK_CHUNK) + batches);
+    expect(batches).toBeLessThanOrEqual(40);
+    // Five writes a batch, whatever its size.
+    expect(writes().length).toBe(5 * batches);
+  });
+
+  it('the sweep takes a settled batch\'s marks with its settlement (marks stay pending in their documents), and nothing younger', async () => {
+    await awayFromUtcMidnight({ needMs: 60_000, afterMs: 5_000 });
+    const teamId = `team_ops_sweep_${Date.now().toString(36)}`;
+    const rollups = createRollupsRepository(db);
+    const handler = createEmailEventsHandler({ rollups, feed: createFeedRepository(db) });
+    await handler(delivered(teamId, 20).map((event) => ({ event, deliveryCount: 1 })), { log: logger });
+    const marks = db.collection('count_marks');
+    const ours = { $or: [{ teamId }, { rollupId: rollupIdOf({ teamId, day: utcDay(new Date()), domainId: 'dom_a', kind: 'transactional' }) }] };
+    expect(await marks.countDocuments(ours)).toBe(21);
+    expect(await marks.countDocuments({ ...ours, pending: true })).toBe(20);
+    expect(await rollups.sweepMarks(new Date(Date.now() - 60_000))).toBe(0);
+    await rollups.sweepMarks(new Date(Date.now() + 1_000));
+    expect(await marks.countDocuments(ours)).toBe(0);
   });
 });

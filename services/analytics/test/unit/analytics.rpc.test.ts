@@ -1,4 +1,4 @@
-import { createEvent, createLogger, PoisonEventError, type BatchOutcome, type EventEnvelope } from '@mailfleet/kit';
+import { createEvent, createLogger, type BatchOutcome, type EventEnvelope } from '@mailfleet/kit';
 import { analyticsV1, emailsV1 } from '@mailfleet/proto';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { createDomainEventsHandler } from '../../src/events/domain-events.consumer.js';
@@ -94,11 +94,31 @@ describe('email events -> rollups (via the handler)', () => {
 
   it('projects domain events and terminates malformed ones', async () => {
     const h = createDomainEventsHandler({ domains });
-    await h(createEvent('domain.created', T, { id: 'dom_n', name: 'New.Test' }), meta);
+    const one = (e: EventEnvelope) => h([{ event: e, deliveryCount: 1 }], meta);
+    await one(createEvent('domain.created', T, { id: 'dom_n', name: 'New.Test' }));
     expect(await domains.resolve(T, 'new.test')).toBe('dom_n');
-    await expect(h(createEvent('domain.updated', T, { name: 'x.test' }), meta)).rejects.toBeInstanceOf(PoisonEventError);
-    await h(createEvent('contact.created', T, {}), meta);
+    const bad = createEvent('domain.updated', T, { name: 'x.test' });
+    expect([...((await one(bad))?.poison?.keys() ?? [])]).toEqual([bad.id]);
+    await one(createEvent('contact.created', T, {}));
     expect(domains.applied).toHaveLength(1);
+  });
+
+  it('a batch writes each domain once, with the fact that wins (newest; a deletion wins a tie)', async () => {
+    const h = createDomainEventsHandler({ domains });
+    const at = new Date('2026-05-10T10:00:00Z');
+    const later = new Date(at.getTime() + 1_000);
+    const before = domains.applied.length;
+    const events = [
+      createEvent('domain.updated', T, { id: 'dom_m', name: 'late.test' }, later),
+      createEvent('domain.created', T, { id: 'dom_m', name: 'early.test' }, at),
+      createEvent('domain.updated', T, { id: 'dom_k', name: 'k.test' }, at),
+      createEvent('domain.deleted', T, { id: 'dom_k', name: 'k.test' }, at),
+    ];
+    await h(events.map((event) => ({ event, deliveryCount: 1 })), meta);
+    const applied = domains.applied.slice(before);
+    expect(applied).toHaveLength(2);
+    expect(applied.find((f) => f.id === 'dom_m')?.name).toBe('late.test');
+    expect(applied.find((f) => f.id === 'dom_k')?.deleted).toBe(true);
   });
 });
 

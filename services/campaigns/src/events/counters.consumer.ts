@@ -32,6 +32,9 @@ export function createCountersConsumer(deps: CountersConsumerDeps): DurableConsu
     filterSubjects: COUNTER_EVENT_TYPES.map(subjectFor),
     logger: deps.logger,
     metrics: deps.metrics,
+    // Two batches at once: one writes its marks while the other writes the campaigns. Counting stays exact, as two
+    // batches claiming one mark are told apart by its unique insert, exactly as two replicas are.
+    maxInFlight: 2,
     handler: async (batch) => {
       const at = now();
       const inputs = batch.flatMap(({ event }) => counterEffectsOf(event).map((effect) => ({

@@ -2,7 +2,7 @@ import { testMongoUrl, uniqueDbName } from '@mailfleet/testkit';
 import { MongoClient, type Collection, type CommandStartedEvent } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BULK_CHUNK } from '../../src/mongo.js';
-import { createBatchCountOnce, createCountOnce, type BatchClaim, type BatchEffect, type KeyedDoc } from '../../src/count-once.js';
+import { createBatchCountOnce, createCountOnce, settlementIdOf, type BatchClaim, type BatchEffect, type KeyedDoc } from '../../src/count-once.js';
 
 /**
  * The batched count-once protocol on the real store, stopped between its steps
@@ -24,12 +24,22 @@ afterAll(async () => {
   await client?.close();
 });
 
-function setup(lease: { leaseMs?: number; marginMs?: number } = {}) {
+function setupWith(settle: boolean, lease: { leaseMs?: number; marginMs?: number } = {}) {
   const n = ++seq;
   const marks = client.db(dbName).collection<KeyedDoc>(`marks_${n}`);
   const targets = client.db(dbName).collection<KeyedDoc>(`targets_${n}`);
-  const counting = createBatchCountOnce({ marks, targets, upsert: true, ...lease });
+  const counting = createBatchCountOnce({ marks, targets, upsert: true, settle, ...lease });
   return { marks, targets, counting };
+}
+
+/** Marks that still read as pending: pending in the document and not finished by their batch's settlement. */
+async function pendingMarks(marks: Collection<KeyedDoc>): Promise<number> {
+  let n = 0;
+  for (const m of await marks.find({ pending: true }).toArray()) {
+    if (typeof m.batchId === 'string' && (await marks.findOne({ _id: settlementIdOf(m.batchId, m.target as string) }))) continue;
+    n++;
+  }
+  return n;
 }
 
 const effect = (email: string, eventId: string, target = 'day1', inc: Record<string, number> = { sent: 1 }): BatchEffect => ({
@@ -44,14 +54,21 @@ async function sentOf(targets: Collection<KeyedDoc>, id = 'day1'): Promise<{ sen
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const SHORT = { leaseMs: 300, marginMs: 100 };
 
-describe('batched count-once', () => {
-  it('a batch of 500 effects on one target costs one write per step (finish one per bulk of marks by _id), and counts each effect once', async () => {
+describe.each([
+  { mode: 'marks finished one by one', settle: false },
+  { mode: 'batches settled per target', settle: true },
+])('batched count-once, $mode', ({ settle }) => {
+  const setup = (lease: { leaseMs?: number; marginMs?: number } = {}) => setupWith(settle, lease);
+
+  it('a batch of 500 effects on one target costs one write per step, and counts each effect once', async () => {
     const { targets, counting } = setup();
     const effects = Array.from({ length: 500 }, (_, i) => effect(`em_${i}`, `evt_${i}`));
     writes.length = 0;
     const res = await counting.count(effects);
-    // claim (one insert), apply (one update), finish (one bulk of updates by _id per BULK_CHUNK marks), unpend (one update)
-    expect(writes).toEqual(['insert', 'update', ...Array<string>(Math.ceil(500 / BULK_CHUNK)).fill('update'), 'update']);
+    // claim (one insert), apply (one update), finish (one settlement insert, or one bulk of updates by _id per
+    // BULK_CHUNK marks), unpend (one update)
+    const finish = settle ? ['insert'] : Array<string>(Math.ceil(500 / BULK_CHUNK)).fill('update');
+    expect(writes).toEqual(['insert', 'update', ...finish, 'update']);
     expect(res).toMatchObject({ counted: 500, alreadyCounted: 0 });
     expect(await sentOf(targets)).toEqual({ sent: 500, pending: [] });
   });
@@ -77,7 +94,7 @@ describe('batched count-once', () => {
     const res = await counting.count([effect('em_a', 'evt_a'), effect('em_b', 'evt_b2'), effect('em_c', 'evt_c')]);
     expect(res).toMatchObject({ counted: 3, alreadyCounted: 0 });
     expect(await sentOf(targets)).toEqual({ sent: 3, pending: [] });
-    expect(await marks.countDocuments({ pending: true })).toBe(0);
+    expect(await pendingMarks(marks)).toBe(0);
   });
 
   it('crash between the targets of one apply: the applied target is settled, the other counted once', async () => {
@@ -99,7 +116,7 @@ describe('batched count-once', () => {
     await counting.apply(await counting.claim(effects));
     await sleep(350);
     expect(await counting.count([effects[0]!])).toMatchObject({ counted: 0, alreadyCounted: 1 });
-    expect(await marks.countDocuments({ pending: true })).toBe(0);
+    expect(await pendingMarks(marks)).toBe(0);
     // The others come later (after their token left the target): finished marks, nothing to count.
     expect(await counting.count(effects.slice(1))).toMatchObject({ counted: 0, alreadyCounted: 4 });
     expect(await sentOf(targets)).toEqual({ sent: 5, pending: [] });
@@ -154,6 +171,27 @@ describe('batched count-once', () => {
     const res = await counting.count([effect('em_a', 'evt_a'), effect('em_b', 'evt_b')]);
     expect(res).toMatchObject({ counted: 1, alreadyCounted: 1 });
     expect(await sentOf(targets)).toEqual({ sent: 2, pending: [] });
-    expect(await marks.countDocuments({ pending: true })).toBe(0);
+    expect(await pendingMarks(marks)).toBe(0);
+  });
+  it('a settlement finishes only its own target: a crash between the settlements of two targets leaves the other one to settle', async () => {
+    const { targets, marks, counting } = setup(SHORT);
+    const effects = [effect('em_a', 'evt_a', 'day1'), effect('em_b', 'evt_b', 'day2')];
+    const c = await counting.claim(effects);
+    await counting.apply(c);
+    await counting.finish({ ...c, targets: new Map([...c.targets].filter(([t]) => t === 'day1')) });
+    await sleep(350);
+    expect(await counting.count(effects)).toMatchObject({ counted: 0, alreadyCounted: 2 });
+    expect(await sentOf(targets, 'day1')).toEqual({ sent: 1, pending: [] });
+    expect(await sentOf(targets, 'day2')).toEqual({ sent: 1, pending: [] });
+    expect(await pendingMarks(marks)).toBe(0);
+  });
+  it('a finished batch\'s marks read as counted long after their lease, to batches and to the single-effect protocol', async () => {
+    const { targets, marks, counting } = setup(SHORT);
+    const single = createCountOnce({ marks, targets, upsert: true, ...SHORT });
+    await counting.count([effect('em_a', 'evt_a'), effect('em_b', 'evt_b')]);
+    await sleep(350);
+    expect(await single.count({ markId: 'em_a:sent', eventId: 'evt_x', target: 'day1', inc: { sent: 1 } })).toBe('already counted');
+    expect(await counting.count([effect('em_b', 'evt_y')])).toMatchObject({ counted: 0, alreadyCounted: 1 });
+    expect(await sentOf(targets)).toEqual({ sent: 2, pending: [] });
   });
 });

@@ -46,6 +46,15 @@ export interface EndpointClient {
 }
 
 const VET_TIMEOUT_MS = 3_000;
+/** Connection pools kept (one per endpoint and vetted address set); the least recently used goes first. */
+const MAX_POOLS = 256;
+/** Idle connections kept per pool. */
+const MAX_FREE_SOCKETS = 32;
+/**
+ * An idle connection is closed after this, before the 5 s a Node receiver keeps one (Node also honours a shorter
+ * `Keep-Alive: timeout` hint): a post on a connection the receiver has just closed fails and waits for its retry.
+ */
+const IDLE_SOCKET_MS = 4_000;
 
 class RefusedAddressError extends Error {}
 
@@ -80,6 +89,31 @@ export function createEndpointClient(opts: EndpointClientOptions): EndpointClien
   const resolver = opts.resolver ?? systemResolver;
   const ca = opts.extraCa && opts.extraCa.length > 0 ? [...rootCertificates, ...opts.extraCa] : undefined;
   const userAgent = opts.userAgent ?? 'mailfleet-webhooks/1';
+
+  /**
+   * Keep-alive pools, one per (host, port, vetted addresses): a pooled connection was opened to an address
+   * that a check passed, and it serves only attempts whose own check found that same set, so reuse never
+   * skips the SSRF guard or follows a rebinding. New connections of a pool resolve through the attempt's
+   * pinned lookup. Without pooling every attempt paid a TCP and TLS handshake on both sides.
+   */
+  const pools = new Map<string, https.Agent>();
+  function poolFor(target: WebhookTarget, addresses: readonly LookupAddress[]): https.Agent {
+    const key = JSON.stringify([target.host, target.port, addresses.map((a) => a.address).sort()]);
+    const hit = pools.get(key);
+    if (hit) {
+      pools.delete(key);
+      pools.set(key, hit);
+      return hit;
+    }
+    const agent = new https.Agent({ keepAlive: true, maxFreeSockets: MAX_FREE_SOCKETS, scheduling: 'lifo', timeout: IDLE_SOCKET_MS });
+    pools.set(key, agent);
+    if (pools.size > MAX_POOLS) {
+      const [oldestKey, oldest] = pools.entries().next().value as [string, https.Agent];
+      pools.delete(oldestKey);
+      oldest.destroy();
+    }
+    return agent;
+  }
 
   async function addressesOf(target: WebhookTarget): Promise<LookupAddress[]> {
     if (target.isIpLiteral) return [{ address: target.host, family: isIP(target.host) }];
@@ -125,8 +159,7 @@ export function createEndpointClient(opts: EndpointClientOptions): EndpointClien
           'content-length': String(bytes.length),
           'user-agent': userAgent,
         },
-        // A fresh connection per attempt: a pooled socket would skip the vetted lookup.
-        agent: false,
+        agent: poolFor(target, addresses),
         lookup: pinnedLookup(addresses),
         signal,
         ...(ca ? { ca } : {}),

@@ -74,6 +74,9 @@ export function createFanoutConsumer(opts: FanoutDeps & { nats: NatsHandle; logg
     filterSubjects: FANOUT_SUBJECTS,
     handler: createFanoutBatchHandler(opts),
     batchSize: FANOUT_BATCH,
+    // Two batches at once: one writes the queue while the other writes the deliveries; a (webhook, event) pair in
+    // both (a redelivery) still makes one delivery, by the unique index.
+    maxInFlight: 2,
     // Never lost: an event that cannot be fanned out (MongoDB down) is retried, at most every 5 minutes,
     // for about as long as the stream keeps it (7 days), not given up after the kit's default 20 tries.
     maxDeliver: FANOUT_MAX_DELIVER,

@@ -97,10 +97,14 @@ const ORPHAN_GRACE_MS = 60_000;
 const ORPHAN_RECHECK_MS = 2_000;
 /** Stale entries fixed per claim before giving the worker back an empty hand. */
 const STALE_PER_CLAIM = 20;
-/** How many free entries one look at the queue returns (the soonest due first). */
-const LOOK_LIMIT = 64;
-/** The most entries this replica keeps in view; past it, new ones are left to the next look. */
-const VIEW_LIMIT = 1_000;
+/**
+ * How many free entries one look at the queue returns (the soonest due first). A look costs a scan of the queue
+ * on FerretDB whatever it returns, so a backlog is taken in large pieces; an entry another replica queued waits
+ * at most this many claims (or `lookMaxAgeMs`) to be seen.
+ */
+export const LOOK_LIMIT = 256;
+/** The most entries this replica keeps in view (with a copy of each record it wrote: a few MB); past it, new ones are left to the next look. */
+const VIEW_LIMIT = 4_000;
 
 export interface DeliveriesRepositoryOptions {
   /**
@@ -221,13 +225,14 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
   const lookMaxAgeMs = options.lookMaxAgeMs ?? 5_000;
 
   /** Free entries seen by the last looks or queued here since: delivery id -> webhook and due time. */
-  const view = new Map<string, { webhookId: string; due: number }>();
+  const view = new Map<string, { webhookId: string; due: number; record?: DeliveryRecord }>();
   /** The last look: when, which webhooks it skipped, and whether every entry due then outside them is in view. */
   const look = { at: Number.NEGATIVE_INFINITY, skipped: new Set<string>(), complete: false };
   let looking: Promise<void> | undefined;
 
-  function see(id: string, webhookId: string, due: Date): void {
-    if (view.has(id) || view.size < VIEW_LIMIT) view.set(id, { webhookId, due: due.getTime() });
+  /** `record`: the delivery as this replica last wrote it, so a claim that finds it unchanged need not read it. */
+  function see(id: string, webhookId: string, due: Date, record?: DeliveryRecord): void {
+    if (view.has(id) || view.size < VIEW_LIMIT) view.set(id, { webhookId, due: due.getTime(), ...(record ? { record } : {}) });
     else look.complete = false;
   }
 
@@ -238,7 +243,11 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
           { parked: { $ne: true }, leaseUntil: { $lte: now }, ...(exclude.length > 0 ? { webhookId: { $nin: [...exclude] } } : {}) },
           { projection: { _id: 1, webhookId: 1, due: 1 }, sort: { due: 1 }, limit: LOOK_LIMIT },
         ).toArray();
-        for (const d of docs) view.set(d._id, { webhookId: d.webhookId, due: d.due.getTime() });
+        for (const d of docs) {
+          // A copy of the record this replica wrote stays: a claim checks it is still current before using it.
+          const record = view.get(d._id)?.record;
+          view.set(d._id, { webhookId: d.webhookId, due: d.due.getTime(), ...(record ? { record } : {}) });
+        }
         const last = docs[docs.length - 1];
         look.at = now.getTime();
         look.skipped = new Set(exclude);
@@ -310,7 +319,7 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
         },
       }
       : { deleteOne: { filter: { _id: r.id } } })));
-    for (const r of records) if (r.status === 'PENDING') see(r.id, r.webhookId, r.nextAttemptAt ?? new Date());
+    for (const r of records) if (r.status === 'PENDING') see(r.id, r.webhookId, r.nextAttemptAt ?? new Date(), r);
   }
 
   /** A claimed entry whose delivery could not be locked: put it where it belongs (or drop it). */
@@ -342,15 +351,16 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
     // unqueued delivery. An entry gets a fresh id every time, so the entries written here are this call's own.
     await queue.insertMany(inputs.map((input, i): QueueDoc => ({ _id: ids[i]!, webhookId: input.webhookId, due: input.now, leaseUntil: EPOCH, createdAt: input.now })));
     // Records that failed for another reason than a duplicate keep their entries: the claims drop those without a record.
-    const duplicates = await insertManyReportingDuplicates(col, inputs.map((input, i): DeliveryDoc => ({
+    const docs = inputs.map((input, i): DeliveryDoc => ({
       _id: ids[i]!, teamId: input.teamId, webhookId: input.webhookId, eventId: input.eventId, type: input.type,
       payload: input.payload, status: 'PENDING', attempt: 0, nextAttemptAt: input.now, lastError: null, responseStatus: null,
       responseTimeMs: null, responseText: null, createdAt: input.now, updatedAt: input.now, leaseUntil: EPOCH,
-    })));
+    }));
+    const duplicates = await insertManyReportingDuplicates(col, docs);
     // A (webhook, event) pair that already had a delivery (a redelivered event): its new entry goes again, in one
     // write (a redelivery is rare; an entry left by a failure here is dropped by the claims as an orphan).
     if (duplicates.size > 0) await queue.deleteMany({ _id: { $in: [...duplicates].map((i) => ids[i]!) } }).catch(() => undefined);
-    inputs.forEach((input, i) => { if (!duplicates.has(i)) see(ids[i]!, input.webhookId, input.now); });
+    inputs.forEach((input, i) => { if (!duplicates.has(i)) see(ids[i]!, input.webhookId, input.now, toRecord(docs[i]!)); });
     return inputs.length - duplicates.size;
   }
 
@@ -367,6 +377,7 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
       if (first === undefined) return [];
       const webhookId = view.get(first)!.webhookId;
       const ids = pickOf(webhookId, now, Math.max(1, slots(webhookId)));
+      const known = new Map(ids.map((id) => [id, view.get(id)?.record]));
       for (const id of ids) view.delete(id);
       // The entries are leased too, in one write: other workers pass them by, and a crash makes them claimable
       // again when the lease ends. The round's token tells which leases took when not all did.
@@ -380,15 +391,38 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
         const entries = await Promise.all(ids.map((id) => queue.findOne({ _id: id }, { projection: { claim: 1 } })));
         mine = ids.filter((_, j) => entries[j]?.claim === round);
       }
-      // Taken, changed or gone since they came into view: the next ones. The lock itself is on each record by its id.
-      const claims = await Promise.all(mine.map(async (id): Promise<ClaimedDelivery | undefined> => {
-        const leaseToken = randomUUID();
-        const d = await col.findOneAndUpdate(
-          { _id: id, status: 'PENDING', leaseUntil: { $lt: now }, nextAttemptAt: { $lte: now } },
-          { $set: { leaseUntil, leaseToken }, $unset: { parked: '' } },
-          { returnDocument: 'after' },
-        );
-        if (d && d.leaseToken === leaseToken) return { record: toRecord(d), leaseToken, scheduled: true };
+      // The lock itself is on each record, taken for the whole round in one bulk write (by `_id`, which every store
+      // serves from its primary key; one findAndModify per record queued each behind the fan-out's inserts). The
+      // round's token says which locks took: a record taken, changed or gone since it came into view is not ours.
+      if (mine.length === 0) continue;
+      const leaseToken = randomUUID();
+      // A record this replica wrote last is locked only as it was then (same attempt and updatedAt: every result
+      // moves updatedAt), so when every lock took, those records are known without reading them back.
+      const locked = await bulkWriteInChunks(col, mine.map((id): AnyBulkWriteOperation<DeliveryDoc> => {
+        const rec = known.get(id);
+        return {
+          updateOne: {
+            filter: {
+              _id: id, status: 'PENDING', leaseUntil: { $lt: now }, nextAttemptAt: { $lte: now },
+              ...(rec ? { attempt: rec.attempt, updatedAt: rec.updatedAt } : {}),
+            },
+            update: { $set: { leaseUntil, leaseToken }, $unset: { parked: '' } },
+          },
+        };
+      }));
+      const allTook = locked.matchedCount === mine.length;
+      // Otherwise reads by `_id`, in parallel: the launcher serialises writes, not reads (and `$in` would scan on
+      // FerretDB); the round's token on a record says the lock took.
+      const docs = await Promise.all(mine.map(async (id): Promise<DeliveryRecord | undefined> => {
+        const rec = known.get(id);
+        if (allTook && rec) return rec;
+        if (locked.matchedCount === 0) return undefined;
+        const d = await col.findOne({ _id: id });
+        return d && d.leaseToken === leaseToken ? toRecord(d) : undefined;
+      }));
+      const claims = await Promise.all(mine.map(async (id, j): Promise<ClaimedDelivery | undefined> => {
+        const record = docs[j];
+        if (record) return { record, leaseToken, scheduled: true };
         const entry = await queue.findOne({ _id: id });
         if (entry) await fixStale(entry, now);
         return undefined;

@@ -20,9 +20,16 @@ export interface Deliverer {
   /**
    * `attempt` for a round of claims of ONE webhook: the webhook is read once, the posts go out at once, and
    * their results are written together (one bulk write per collection, one or two writes of the webhook's
-   * counters). Answers the records after the attempts, in order (undefined as in `attempt`).
+   * counters). Answers the records after the attempts, in order (undefined as in `attempt`). `onSent` is called
+   * once no post of the round is in flight any more (before the results are written; also when none was made).
+   * `gate` runs each post (the worker's cap on posts in flight to the webhook across its rounds).
    */
-  attemptMany(claims: readonly ClaimedDelivery[]): Promise<(DeliveryRecord | undefined)[]>;
+  attemptMany(claims: readonly ClaimedDelivery[], opts?: AttemptManyOptions): Promise<(DeliveryRecord | undefined)[]>;
+}
+
+export interface AttemptManyOptions {
+  readonly onSent?: () => void;
+  readonly gate?: <T>(post: () => Promise<T>) => Promise<T>;
 }
 
 export function createDeliverer(deps: {
@@ -73,47 +80,65 @@ export function createDeliverer(deps: {
 
   const logOf = (d: DeliveryRecord) => deps.logger.child({ deliveryId: d.id, webhookId: d.webhookId, eventId: d.eventId, eventType: d.type });
 
+  async function attemptRound(
+    claims: readonly ClaimedDelivery[], onSent: () => void, gate: AttemptManyOptions['gate'],
+  ): Promise<(DeliveryRecord | undefined)[]> {
+    const first = claims[0];
+    if (!first) return [];
+    const webhook = await deps.webhooks.get(first.record.teamId, first.record.webhookId);
+    if (!webhook) return deps.deliveries.finishMany(claims.map((claim) => ({ claim, result: cancelled(claim.record) })), now());
+    // Held until activation (or released): rare, one by one through the single path.
+    if (webhook.status !== 'ACTIVE') {
+      const out: (DeliveryRecord | undefined)[] = [];
+      for (const claim of claims) out.push(await deliverer.attempt(claim));
+      return out;
+    }
+    const target = targetOf(webhook, logOf(first.record));
+    const sent = await Promise.all(claims.map((claim) => (gate ? gate(() => send(claim, webhook, target, {})) : send(claim, webhook, target, {}))));
+    // The endpoint is done with this round: the worker may send it the next while these results are written.
+    onSent();
+    const records = await deps.deliveries.finishMany(sent.map((s) => ({ claim: s.claim, result: s.written })), now());
+    // The webhook's health follows the attempts in the order they ended: the last success resets the count of
+    // failed events, and only events that failed after it count; a failure before it still moves lastFailureAt.
+    const kept = sent.filter((_, i) => records[i] !== undefined).sort((a, b) => a.at.getTime() - b.at.getTime());
+    for (const s of sent.filter((_, i) => records[i] === undefined)) {
+      logOf(s.claim.record).warn('delivery claim lost during the attempt (lease expired); its new owner records the outcome');
+    }
+    let lastSuccess = -1;
+    kept.forEach((s, i) => { if (s.result.ok) lastSuccess = i; });
+    const { teamId, id } = webhook;
+    if (lastSuccess >= 0) await deps.webhooks.recordSuccess(teamId, id, kept[lastSuccess]!.at);
+    const failedBefore = kept.slice(0, Math.max(lastSuccess, 0)).filter((s) => !s.result.ok);
+    const lastFailedBefore = failedBefore[failedBefore.length - 1];
+    const after = kept.slice(lastSuccess + 1).filter((s) => !s.result.ok);
+    if (lastFailedBefore && after.length === 0) await deps.webhooks.recordFailure(teamId, id, lastFailedBefore.at, false, deps.policy.failureThreshold);
+    for (const s of after) {
+      const r = await deps.webhooks.recordFailure(teamId, id, s.at, s.outcome.eventFailed, deps.policy.failureThreshold);
+      if (r.turnedFailed) {
+        logOf(s.claim.record).warn({ consecutiveFailures: r.consecutiveFailures }, 'webhook turned FAILED after consecutive failed events; it receives nothing until activated');
+      }
+    }
+    for (const s of kept) {
+      const log = logOf(s.claim.record);
+      if (s.result.ok) log.debug({ attempt: s.outcome.attempt, status: s.result.status, ms: s.result.durationMs }, 'webhook delivered');
+      else log.info({ attempt: s.outcome.attempt, error: s.result.error, status: s.result.status, next: s.outcome.nextAttemptAt }, 'webhook attempt failed');
+    }
+    return records;
+  }
+
   const deliverer: Deliverer = {
-    async attemptMany(claims) {
-      const first = claims[0];
-      if (!first) return [];
-      const webhook = await deps.webhooks.get(first.record.teamId, first.record.webhookId);
-      if (!webhook) return deps.deliveries.finishMany(claims.map((claim) => ({ claim, result: cancelled(claim.record) })), now());
-      // Held until activation (or released): rare, one by one through the single path.
-      if (webhook.status !== 'ACTIVE') {
-        const out: (DeliveryRecord | undefined)[] = [];
-        for (const claim of claims) out.push(await deliverer.attempt(claim));
-        return out;
+    async attemptMany(claims, opts = {}) {
+      let sentCalled = false;
+      const sentNow = () => {
+        if (sentCalled) return;
+        sentCalled = true;
+        opts.onSent?.();
+      };
+      try {
+        return await attemptRound(claims, sentNow, opts.gate);
+      } finally {
+        sentNow();
       }
-      const target = targetOf(webhook, logOf(first.record));
-      const sent = await Promise.all(claims.map((claim) => send(claim, webhook, target, {})));
-      const records = await deps.deliveries.finishMany(sent.map((s) => ({ claim: s.claim, result: s.written })), now());
-      // The webhook's health follows the attempts in the order they ended: the last success resets the count of
-      // failed events, and only events that failed after it count; a failure before it still moves lastFailureAt.
-      const kept = sent.filter((_, i) => records[i] !== undefined).sort((a, b) => a.at.getTime() - b.at.getTime());
-      for (const s of sent.filter((_, i) => records[i] === undefined)) {
-        logOf(s.claim.record).warn('delivery claim lost during the attempt (lease expired); its new owner records the outcome');
-      }
-      let lastSuccess = -1;
-      kept.forEach((s, i) => { if (s.result.ok) lastSuccess = i; });
-      const { teamId, id } = webhook;
-      if (lastSuccess >= 0) await deps.webhooks.recordSuccess(teamId, id, kept[lastSuccess]!.at);
-      const failedBefore = kept.slice(0, Math.max(lastSuccess, 0)).filter((s) => !s.result.ok);
-      const lastFailedBefore = failedBefore[failedBefore.length - 1];
-      const after = kept.slice(lastSuccess + 1).filter((s) => !s.result.ok);
-      if (lastFailedBefore && after.length === 0) await deps.webhooks.recordFailure(teamId, id, lastFailedBefore.at, false, deps.policy.failureThreshold);
-      for (const s of after) {
-        const r = await deps.webhooks.recordFailure(teamId, id, s.at, s.outcome.eventFailed, deps.policy.failureThreshold);
-        if (r.turnedFailed) {
-          logOf(s.claim.record).warn({ consecutiveFailures: r.consecutiveFailures }, 'webhook turned FAILED after consecutive failed events; it receives nothing until activated');
-        }
-      }
-      for (const s of kept) {
-        const log = logOf(s.claim.record);
-        if (s.result.ok) log.debug({ attempt: s.outcome.attempt, status: s.result.status, ms: s.result.durationMs }, 'webhook delivered');
-        else log.info({ attempt: s.outcome.attempt, error: s.result.error, status: s.result.status, next: s.outcome.nextAttemptAt }, 'webhook attempt failed');
-      }
-      return records;
     },
 
     async attempt(claim, opts = {}) {

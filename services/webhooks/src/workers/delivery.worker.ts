@@ -13,10 +13,17 @@ export interface DeliveryWorker {
 export interface DeliveryWorkerOptions {
   deliveries: DeliveriesRepository;
   deliverer: Deliverer;
-  /** Attempts in flight at once in this replica. */
+  /** Deliveries held at once by this replica: claimed, being posted, or their results being written. */
   concurrency: number;
-  /** Attempts in flight at once to one webhook: a slow endpoint never takes every slot. */
+  /** Posts in flight at once to one webhook: a slow endpoint never takes every slot. */
   perWebhookConcurrency: number;
+  /**
+   * Deliveries of one webhook being posted at once, in one round or several (default `perWebhookConcurrency`):
+   * a round is claimed and recorded with a few writes whatever its size, and its posts go out at most
+   * `perWebhookConcurrency` at a time. Its posts then take up to roundSize / perWebhookConcurrency attempt
+   * time-outs, which must stay well inside the lease.
+   */
+  roundSize?: number;
   leaseMs: number;
   pollIntervalMs: number;
   logger: Logger;
@@ -31,6 +38,8 @@ export interface DeliveryWorkerOptions {
  * crashed replica's claims lapse (the delivery is attempted again: delivered
  * at least once, never lost). A round's posts go out together and its results
  * are written together, so the writes follow the rounds, not the deliveries.
+ * A webhook's slots are free again as soon as its round's posts ended, so its
+ * next round goes out while the last one's results are being written.
  * Claims skip webhooks at their cap, so one slow endpoint holds a few slots and
  * the rest keep flowing. Between claims it sleeps until woken (a kick, a
  * finished round) or until the next delivery falls due, at most the poll interval.
@@ -42,6 +51,9 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
   /** Attempts in flight (the rounds' sizes summed). */
   let attempts = 0;
   const perWebhook = new Map<string, number>();
+  const roundSize = Math.max(opts.roundSize ?? opts.perWebhookConcurrency, 1);
+  /** Per webhook, posts in flight and the posts waiting for one of its slots. */
+  const gates = new Map<string, { active: number; waiting: (() => void)[] }>();
   let stopping = true;
   let loop: Promise<void> | undefined;
   let wake: () => void = () => undefined;
@@ -53,7 +65,29 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
     wake();
   }
 
-  const busyWebhooks = (): string[] => [...perWebhook].filter(([, n]) => n >= opts.perWebhookConcurrency).map(([id]) => id);
+  const busyWebhooks = (): string[] => [...perWebhook].filter(([, n]) => n >= roundSize).map(([id]) => id);
+
+  /** Runs a post once the webhook has a free slot: at most `perWebhookConcurrency` in flight to it. */
+  function gateOf(webhookId: string): <T>(post: () => Promise<T>) => Promise<T> {
+    return async (post) => {
+      let g = gates.get(webhookId);
+      if (!g) {
+        g = { active: 0, waiting: [] };
+        gates.set(webhookId, g);
+      }
+      const gate = g;
+      if (gate.active >= opts.perWebhookConcurrency) await new Promise<void>((resolve) => gate.waiting.push(resolve));
+      else gate.active++;
+      try {
+        return await post();
+      } finally {
+        const next = gate.waiting.shift();
+        // The slot passes straight to the next waiting post; the last one out drops the entry.
+        if (next) next();
+        else if (--gate.active === 0) gates.delete(webhookId);
+      }
+    };
+  }
 
   function sleep(ms: number): Promise<void> {
     if (woken) return Promise.resolve();
@@ -72,9 +106,20 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
     const webhookId = claims[0]!.record.webhookId;
     perWebhook.set(webhookId, (perWebhook.get(webhookId) ?? 0) + claims.length);
     attempts += claims.length;
+    let posting = true;
+    // The endpoint's slots are free once its posts ended: the next round goes out while these results are written
+    // (their records stay leased until then, so nothing is attempted twice). The replica's slots follow the writes.
+    const posted = (): void => {
+      if (!posting) return;
+      posting = false;
+      const left = (perWebhook.get(webhookId) ?? claims.length) - claims.length;
+      if (left > 0) perWebhook.set(webhookId, left);
+      else perWebhook.delete(webhookId);
+      signal();
+    };
     const p = (async () => {
       try {
-        await opts.deliverer.attemptMany(claims);
+        await opts.deliverer.attemptMany(claims, { onSent: posted, gate: gateOf(webhookId) });
       } catch (err) {
         opts.logger.warn({ err, deliveryIds: claims.map((c) => c.record.id) }, 'delivery attempts could not be recorded; the claims lapse and they are attempted again');
         await Promise.all(claims.map((c) => opts.deliveries.release(c).catch(() => undefined)));
@@ -82,9 +127,7 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
     })().finally(() => {
       inflight.delete(p);
       attempts -= claims.length;
-      const left = (perWebhook.get(webhookId) ?? claims.length) - claims.length;
-      if (left > 0) perWebhook.set(webhookId, left);
-      else perWebhook.delete(webhookId);
+      posted();
       signal();
     });
     inflight.add(p);
@@ -106,7 +149,7 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
       try {
         const free = opts.concurrency - attempts;
         const claims = await opts.deliveries.claimDueMany(now(), opts.leaseMs, busyWebhooks(),
-          (webhookId) => Math.min(free, opts.perWebhookConcurrency - (perWebhook.get(webhookId) ?? 0)));
+          (webhookId) => Math.min(free, roundSize - (perWebhook.get(webhookId) ?? 0)));
         if (claims.length > 0) {
           launch(claims);
           continue;

@@ -1,7 +1,7 @@
 import { testMongoUrl, uniqueDbName } from '@mailfleet/testkit';
 import { MongoClient, type Db } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDeliveriesRepository, type ClaimedDelivery, type DeliveriesRepository } from '../../src/repositories/deliveries.repository.js';
+import { createDeliveriesRepository, LOOK_LIMIT, type ClaimedDelivery, type DeliveriesRepository } from '../../src/repositories/deliveries.repository.js';
 
 // The delivery queue on FerretDB: claims find due work among thousands of delivered records, a crashed
 // claim is taken again once its lease lapses, and two replicas never hold (or finish) one delivery twice.
@@ -217,12 +217,12 @@ describe('delivery queue', () => {
       expect(done.size).toBe(N + 2);
       expect([...done.values()].every((n) => n === 1)).toBe(true);
       // Both due after the whole backlog, and neither waited for it: taken while the big webhook was at its cap,
-      // the own one at once, the other replica's once this one's view of the big webhook ran out (64 at most).
+      // the own one at once, the other replica's once this one's view of the big webhook ran out (a look at most).
       expect(at.get('wh_small')).toBeGreaterThanOrEqual(100);
       expect(at.get('wh_small')).toBeLessThanOrEqual(103);
       expect(at.get('wh_other')).toBeGreaterThanOrEqual(100);
-      expect(at.get('wh_other')).toBeLessThanOrEqual(100 + 64 + 3);
-      // 301 claims from a few looks: one per 64 entries of the backlog, and each with the big webhook skipped
+      expect(at.get('wh_other')).toBeLessThanOrEqual(100 + LOOK_LIMIT + 3);
+      // 301 claims from a few looks: one per LOOK_LIMIT entries of the backlog, and each with the big webhook skipped
       // that had nothing else to vouch for (the old way was a scan per claim and another per empty hand).
       expect(looks.length).toBeGreaterThan(0);
       expect(looks.length).toBeLessThanOrEqual(12);

@@ -85,9 +85,10 @@ describe('fan-out in batches', () => {
     const round: ClaimedDelivery[] = claimed.value;
     expect(round).toHaveLength(16);
     expect(new Set(round.map((c) => c.record.webhookId))).toEqual(new Set(['wh_all']));
-    // One lease of the 16 queue entries, then the lock on each record by its id.
-    expect(claimed.writes.filter((c) => c.endsWith(':delivery_queue'))).toEqual(['update:delivery_queue']);
-    expect(claimed.writes.filter((c) => c.endsWith(':deliveries'))).toHaveLength(16);
+    // One lease of the 16 queue entries, then the locks on the 16 records in one bulk write (not a findAndModify
+    // each): two writes for the round, and no read, as this replica stored them and every lock took.
+    expect(claimed.writes).toEqual(['update:delivery_queue', 'update:deliveries']);
+    expect(claimed.all.filter((c) => c === 'find:deliveries')).toEqual([]);
 
     const at = new Date();
     const ok = { lastError: null, nextAttemptAt: null, responseStatus: 200, responseTimeMs: 3, responseText: 'ok' };
@@ -111,5 +112,24 @@ describe('fan-out in batches', () => {
     const out = await deliveries.finishMany([lost, next[1]!, next[2]!].map((claim) => ({ claim, result: { ...ok, status: 'SUCCESS' as const, attempt: 1 } })), new Date());
     expect(out.map((r) => r?.status)).toEqual([undefined, 'SUCCESS', 'SUCCESS']);
     expect((await db.collection('deliveries').findOne({ _id: next[0]!.record.id as never }))?.status).toBe('PENDING');
+  });
+  it('a record another replica changed since this one stored it is read back, never attempted from the old copy', async () => {
+    const own = client.db(`${dbName}_stale`);
+    try {
+      const repo = createDeliveriesRepository(own);
+      await repo.ensureIndexes();
+      const now = new Date(Date.now() - 1_000);
+      await repo.createPendingMany(['e1', 'e2', 'e3'].map((eventId) => ({ teamId: TEAM, webhookId: 'wh_s', eventId, type: 'email.sent', payload: '{}', now })));
+      const changed = await own.collection('deliveries').findOne({ eventId: 'e2' });
+      // Another replica attempted it meanwhile: a failed attempt, due again now.
+      await own.collection('deliveries').updateOne({ _id: changed!._id }, { $set: { attempt: 1, updatedAt: new Date(), lastError: 'receiver answered 500' } });
+      const seen = new Map<string, number>();
+      for (let i = 0; i < 3; i++) {
+        for (const c of await repo.claimDueMany(new Date(), 30_000, [], () => 3)) seen.set(c.record.eventId, c.record.attempt);
+      }
+      expect(seen).toEqual(new Map([['e1', 0], ['e3', 0], ['e2', 1]]));
+    } finally {
+      await own.dropDatabase();
+    }
   });
 });

@@ -1,6 +1,7 @@
 import { ConfigError } from '@mailfleet/kit';
 import { describe, expect, it } from 'vitest';
 import { loadWebhooksConfig, retryPolicyOf } from '../../src/config.js';
+import { roundSizeOf } from '../../src/server.js';
 
 describe('config', () => {
   it('defaults: private networks refused, 10 s attempts, 6 attempts, FAILED after 10 failed events', () => {
@@ -25,5 +26,12 @@ describe('config', () => {
     expect(err).toBeInstanceOf(ConfigError);
     expect((err as ConfigError).problems.join('\n')).toMatch(/WEBHOOK_CLAIM_LEASE_MS/);
     expect(() => loadWebhooksConfig({ WEBHOOK_MAX_ATTEMPTS: '0', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'maybe' })).toThrow(/WEBHOOK_MAX_ATTEMPTS[\s\S]*WEBHOOK_ALLOW_PRIVATE_NETWORKS|WEBHOOK_ALLOW_PRIVATE_NETWORKS[\s\S]*WEBHOOK_MAX_ATTEMPTS/);
+  });
+
+  it('a webhook\'s rounds: up to four times its concurrency, as far as the lease covers a time-out per wave of posts', () => {
+    expect(roundSizeOf(loadWebhooksConfig({}))).toBe(64);
+    expect(roundSizeOf(loadWebhooksConfig({ WEBHOOK_TIMEOUT_MS: '20000' }))).toBe(32);
+    expect(roundSizeOf(loadWebhooksConfig({ WEBHOOK_TIMEOUT_MS: '3000', WEBHOOK_CLAIM_LEASE_MS: '8000', WEBHOOK_PER_WEBHOOK_CONCURRENCY: '2' }))).toBe(2);
+    expect(roundSizeOf(loadWebhooksConfig({ WEBHOOK_TIMEOUT_MS: '2000', WEBHOOK_CLAIM_LEASE_MS: '4000', WEBHOOK_PER_WEBHOOK_CONCURRENCY: '2' }))).toBe(2);
   });
 });

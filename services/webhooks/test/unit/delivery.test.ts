@@ -173,6 +173,37 @@ describe('delivery worker', () => {
     expect(s.endpoint.calls).toHaveLength(10);
   });
 
+  it('a round larger than the webhook\'s concurrency is claimed and recorded as one, its posts at most that many at a time', async () => {
+    let inFlight = 0;
+    let most = 0;
+    const s = await setup(async () => {
+      most = Math.max(most, ++inFlight);
+      await new Promise((r) => setTimeout(r, 10));
+      inFlight--;
+      return success();
+    });
+    for (let i = 0; i < 12; i++) await s.addEvent(`evt_big_round_${i}`);
+    const rounds: number[] = [];
+    const deliveries = { ...s.deliveries, finishMany: (items: Parameters<typeof s.deliveries.finishMany>[0], at: Date) => {
+      rounds.push(items.length);
+      return s.deliveries.finishMany(items, at);
+    } };
+    const deliverer = createDeliverer({ webhooks: s.webhooks, deliveries, endpoint: s.endpoint.client, policy, logger: silentLogger, now: () => new Date(), random: () => 0.5 });
+    const worker = createDeliveryWorker({
+      deliveries, deliverer, concurrency: 32, perWebhookConcurrency: 3, roundSize: 12, leaseMs: 60_000, pollIntervalMs: 20,
+      logger: silentLogger, now: () => new Date(),
+    });
+    worker.start();
+    try {
+      await expect.poll(() => [...s.deliveries.rows.values()].filter((r) => r.status === 'SUCCESS').length, { timeout: 5_000 }).toBe(12);
+    } finally {
+      await worker.stop();
+    }
+    expect(rounds).toEqual([12]);
+    expect(most).toBe(3);
+    expect(s.endpoint.calls).toHaveLength(12);
+  });
+
   it('a round keeps the webhook\'s health in the order the attempts ended', async () => {
     // Claimed in the order success, failure, failure, but they end failure, failure, success: the success came last,
     // so no failed event counts, and the failures before it still move lastFailureAt.

@@ -1,0 +1,109 @@
+import { connectNats, createEvent, createLogger, encodeEvent, ensureEventStream, subjectFor, type DurableConsumer, type NatsHandle } from '@mailfleet/kit';
+import { createTestCa, isolatedNats, startHttpsReceiver, stopNats, testMongoUrl, uniqueDbName, type HttpsReceiver } from '@mailfleet/testkit';
+import { MongoClient, type CommandStartedEvent, type Db } from 'mongodb';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createEndpointClient } from '../../src/clients/endpoint.client.js';
+import { loadWebhooksConfig, retryPolicyOf } from '../../src/config.js';
+import { createFanoutConsumer } from '../../src/events/fanout.consumer.js';
+import { createDeliveriesRepository } from '../../src/repositories/deliveries.repository.js';
+import { withSubscriptionCache } from '../../src/repositories/subscription-cache.js';
+import { createWebhooksRepository } from '../../src/repositories/webhooks.repository.js';
+import { roundSizeOf } from '../../src/server.js';
+import { createDeliverer } from '../../src/workers/deliverer.js';
+import { createDeliveryWorker, type DeliveryWorker } from '../../src/workers/delivery.worker.js';
+import { bodyOf } from './helpers.js';
+
+/**
+ * A few thousand events through the real pipeline (JetStream -> fan-out consumer -> delivery worker -> HTTPS
+ * receiver) on FerretDB, its storage operations counted by command monitoring: they follow batches and rounds,
+ * not events. Counts only; how fast it goes is the bench's business.
+ */
+const logger = createLogger({ service: 'webhooks-pipeline-test', level: 'silent' });
+const dbName = uniqueDbName('webhooks_pipeline');
+const TEAM = 'team_pipeline';
+const EVENTS = 2_000;
+const WRITES = new Set(['insert', 'update', 'delete', 'findAndModify']);
+let client: MongoClient;
+let db: Db;
+let nats: NatsHandle;
+let natsInstance: string;
+let receiver: HttpsReceiver;
+let consumer: DurableConsumer | undefined;
+let worker: DeliveryWorker | undefined;
+const commands: { name: string; collection: string }[] = [];
+
+beforeAll(async () => {
+  client = await new MongoClient(testMongoUrl(), { monitorCommands: true }).connect();
+  client.on('commandStarted', (e: CommandStartedEvent) => {
+    if (e.databaseName === dbName) commands.push({ name: e.commandName, collection: String(e.command[e.commandName]) });
+  });
+  db = client.db(dbName);
+  const started = await isolatedNats();
+  natsInstance = started.instance;
+  nats = await connectNats({ url: started.url, name: 'webhooks-pipeline-test', logger });
+  await ensureEventStream(nats.jsm);
+  receiver = await startHttpsReceiver({ ca: await createTestCa() });
+});
+
+afterAll(async () => {
+  await consumer?.stop();
+  await worker?.stop();
+  await receiver?.close();
+  await nats?.drain();
+  await stopNats({ instance: natsInstance }).catch(() => undefined);
+  await db?.dropDatabase();
+  await client?.close();
+});
+
+describe('the webhook pipeline in batches and rounds', () => {
+  it(`${EVENTS} events to one webhook: each delivered, with writes per batch and round, not per event`, async () => {
+    const config = loadWebhooksConfig({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
+    const stored = createWebhooksRepository(db);
+    const deliveries = createDeliveriesRepository(db);
+    await Promise.all([stored.ensureIndexes(), deliveries.ensureIndexes()]);
+    const webhooks = withSubscriptionCache(stored, { ttlMs: 3_600_000 });
+    await webhooks.create({
+      id: 'wh_pipe', teamId: TEAM, url: `${receiver.url}/in`, description: null, eventTypes: ['email.delivered'],
+      secret: 'whsec_0123456789abcdefghij', createdAt: new Date(Date.now() - 120_000), createdByUserId: 'u',
+    });
+    const endpoint = createEndpointClient({
+      allowPrivateNetworks: true, timeoutMs: config.timeoutMs, responseTextLimit: config.responseTextLimit, extraCa: [receiver.caPem],
+    });
+    const deliverer = createDeliverer({ webhooks, deliveries, endpoint, policy: retryPolicyOf(config), logger });
+    worker = createDeliveryWorker({
+      deliveries, deliverer, concurrency: config.concurrency, perWebhookConcurrency: config.perWebhookConcurrency,
+      roundSize: roundSizeOf(config), leaseMs: config.claimLeaseMs, pollIntervalMs: config.pollIntervalMs, logger,
+    });
+    const w = worker;
+
+    const events = Array.from({ length: EVENTS }, (_, i) => createEvent('email.delivered', TEAM, { id: `em_${i}`, to: ['a@example.com'] }));
+    await Promise.all(events.map((e) => nats.js.publish(subjectFor(e.type), encodeEvent(e), { msgID: e.id })));
+    commands.length = 0;
+    w.start();
+    consumer = createFanoutConsumer({ webhooks, deliveries, nats, logger, onDeliveries: () => w.kick() });
+    await consumer.start();
+
+    await expect.poll(() => new Set(receiver.requests().map((r) => bodyOf(r).id)).size, { timeout: 120_000, interval: 200 }).toBe(EVENTS);
+    await expect.poll(() => db.collection('delivery_queue').countDocuments({}), { timeout: 30_000 }).toBe(0);
+    expect(await db.collection('deliveries').countDocuments({ status: 'SUCCESS' })).toBe(EVENTS);
+
+    const writes = commands.filter((c) => WRITES.has(c.name));
+    const of = (name: string, collection: string) => writes.filter((c) => c.name === name && c.collection === collection).length;
+    // Fan-out: one insert per collection per batch (of up to 200 events).
+    const batches = of('insert', 'deliveries');
+    expect(of('insert', 'delivery_queue')).toBe(batches);
+    expect(batches).toBeLessThanOrEqual(EVENTS / 20);
+    // Rounds: the queue leased and the records locked with one bulk write each (no findAndModify per record),
+    // the results with one per collection, and the webhook's health once. A bulk write goes as one command per
+    // 50 statements, so a round of up to 64 is at most two commands per step.
+    expect(of('findAndModify', 'deliveries')).toBe(0);
+    const rounds = of('update', 'webhooks');
+    expect(rounds).toBeGreaterThan(0);
+    expect(rounds).toBeLessThanOrEqual(EVENTS / 8);
+    for (const step of [of('update', 'delivery_queue'), of('update', 'deliveries'), of('delete', 'delivery_queue')]) expect(step).toBeLessThanOrEqual(2 * 2 * rounds);
+    // The records this replica stored are not read back to be claimed.
+    expect(commands.filter((c) => c.name === 'find' && c.collection === 'deliveries').length).toBeLessThanOrEqual(EVENTS / 10);
+    // Every event costs far fewer than one write: 7 writes per event before the batching.
+    expect(writes.length).toBeLessThan(EVENTS / 2);
+  }, 180_000);
+});
