@@ -12,7 +12,8 @@ const usage = `usage: npm run bench -- [options]
   --smtp-messages N     messages for the sink's raw accept rate (default 20000)
   --campaign-contacts N contacts of the campaign fan-out (default 10000, at most 100000)
   --campaign-timeout S  longest wait for the campaign to reach the sink (default 3600)
-  --poll-ms N           analytics poll interval in ms (default 20)
+  --poll-ms N           analytics counter poll interval in ms (default 20)
+  --feed-poll-ms N      analytics feed (GET /v1/events) poll interval in ms (default 1000)
   --drain S             seconds to wait for a backlog once a load stopped (event arrivals; default 120);
                         also how long the campaign may go without a new message before it counts as stalled
   --only events         run only the event pipeline phase (analytics counter and webhook lag)
@@ -33,6 +34,7 @@ const { values, integer, say } = parseCommandLine({
     'campaign-contacts': { type: 'string', default: '10000' },
     'campaign-timeout': { type: 'string', default: '3600' },
     'poll-ms': { type: 'string', default: '20' },
+    'feed-poll-ms': { type: 'string', default: '1000' },
     drain: { type: 'string', default: '120' },
     only: { type: 'string' },
   },
@@ -49,6 +51,7 @@ const params = {
   campaignContacts: positive('campaign-contacts', 100_000),
   campaignTimeoutS: positive('campaign-timeout', 86_400),
   pollMs: positive('poll-ms', 10_000),
+  feedPollMs: positive('feed-poll-ms', 60_000),
   drainS: positive('drain', 3600),
   keep: values.keep,
   only: values.only,
