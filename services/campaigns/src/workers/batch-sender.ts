@@ -218,13 +218,15 @@ export function createBatchSender(deps: BatchSenderDeps): BatchSender {
     interface InFlight { readonly failed: Promise<{ err: unknown } | undefined>; readonly after: typeof plan }
     const inFlight: InFlight[] = [];
     let done = false;
-    /** The first failure in chunk order (a chunk's, or reading the next contacts): thrown once the others finish. */
+    /** The first chunk that failed, in chunk order: thrown once the chunks out finish; the cursor stays before it. */
     let failure: { err: unknown } | undefined;
+    /** Reading the next contacts failed: the chunks already out still move the cursor, then this is thrown. */
+    let readFailure: { err: unknown } | undefined;
     let halted: 'paused' | 'lost' | 'stopped' | undefined;
     /** A chunk handed over was refused or failed: nothing more is handed over (the batch ends in a retry or a pause). */
     let refused = false;
     for (;;) {
-      while (!failure && !refused && !halted && !plan.done && plan.sentInBatch < c.batchSize && inFlight.length < window) {
+      while (!readFailure && !refused && !halted && !plan.done && plan.sentInBatch < c.batchSize && inFlight.length < window) {
         if (stopped) {
           halted = 'stopped';
           break;
@@ -234,7 +236,7 @@ export function createBatchSender(deps: BatchSenderDeps): BatchSender {
         try {
           page = await nextChunk(c, plan.cursor, want, c.batchSize - plan.sentInBatch);
         } catch (err) {
-          failure = { err };
+          readFailure = { err };
           break;
         }
         const sent = sendChunk(c, page.contacts, chunkIdempotencyKey(c.id, s.batchNo, plan.chunkNo), log);
@@ -269,6 +271,7 @@ export function createBatchSender(deps: BatchSenderDeps): BatchSender {
       return;
     }
     if (failure) throw failure.err;
+    if (readFailure) throw readFailure.err;
     if (halted === 'stopped') return deps.campaigns.release(c.id, owner);
     if (halted === 'paused') {
       log.info('campaign paused mid-batch; the rest waits for a resume');
