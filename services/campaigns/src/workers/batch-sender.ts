@@ -25,6 +25,8 @@ const MAX_READ_AHEAD_CAMPAIGNS = 64;
  * accepts' inserts into shared writes.
  */
 export const DEFAULT_CHUNKS_IN_FLIGHT = 8;
+/** Pauses before a transiently failed chunk is tried again in place, before the whole batch backs off. */
+const CHUNK_RETRY_DELAYS_MS = [250, 1_000];
 /** Longest pause between retries of a transiently failing batch (the delay doubles per failure up to this). */
 const MAX_RETRY_DELAY_MS = 5 * 60_000;
 
@@ -179,6 +181,7 @@ export function createBatchSender(deps: BatchSenderDeps): BatchSender {
    */
   async function sendChunk(c: Campaign, contacts: readonly BookContact[], key: string, log: Logger): Promise<void> {
     let emails = contacts.map((ct) => render(c, ct));
+    let retries = 0;
     while (emails.length > 0) {
       try {
         await deps.upstreams.sendBatch({
@@ -193,7 +196,16 @@ export function createBatchSender(deps: BatchSenderDeps): BatchSender {
       } catch (err) {
         const bad = refusedRecipientIndex(err);
         const skipped = bad === undefined ? undefined : emails[bad];
-        if (!skipped) throw err;
+        if (!skipped) {
+          // A transient failure is first tried again here, with the same emails under the same key: the chunks
+          // after this one that were accepted meanwhile then keep their place, instead of all being read and
+          // asked again after the batch's backoff (see README: a replay needs the same contacts).
+          if (permanentFailureReason(err) !== undefined || stopped || retries >= CHUNK_RETRY_DELAYS_MS.length) throw err;
+          log.warn({ err, retry: retries + 1 }, 'SendBatch of a chunk failed; tried again with the same key');
+          // Well inside the claim's lease (renewed per chunk), so the retries never outlast the claim.
+          await new Promise((r) => setTimeout(r, Math.min(CHUNK_RETRY_DELAYS_MS[retries++] ?? 0, deps.leaseMs / 10)));
+          continue;
+        }
         log.warn({ contactId: skipped.contactId, reason: isServiceError(err) ? err.details : undefined }, 'contact address refused by the emails service; contact skipped');
         emails = emails.filter((_, i) => i !== bad);
       }

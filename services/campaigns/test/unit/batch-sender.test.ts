@@ -43,6 +43,9 @@ function setup(contactCount: number) {
     setTotal: async () => undefined,
   } as unknown as CampaignsRepository;
   const answers = new Map<number, { resolve: () => void; reject: (e: unknown) => void }>();
+  /** Every SendBatch, by chunk number; chunks whose every further attempt fails. */
+  const calls: number[] = [];
+  const down = new Set<number>();
   const upstreams: Pick<CampaignUpstreams, 'bookContacts' | 'sendBatch' | 'countSuppressed'> = {
     bookContacts: async (_t, _b, cursor, limit) => {
       const from = cursor === null ? 0 : book.findIndex((c) => c.cursor === cursor) + 1;
@@ -52,6 +55,11 @@ function setup(contactCount: number) {
     countSuppressed: async () => 0,
     sendBatch: (req) => new Promise((resolve, reject) => {
       const chunk = Number(/chunk:(\d+)$/.exec(req.idempotencyKey ?? '')![1]);
+      calls.push(chunk);
+      if (answers.has(chunk) && down.has(chunk)) {
+        reject(toGrpcError(new UnavailableError('emails is down')));
+        return;
+      }
       answers.set(chunk, { resolve: () => resolve({ emailIds: req.emails.map(() => 'em'), replayed: false }), reject });
     }),
   };
@@ -63,7 +71,7 @@ function setup(contactCount: number) {
     for (let i = 0; i < 100 && answers.size < n; i++) await new Promise((r) => setTimeout(r, 1));
     return [...answers.keys()].sort((a, b) => a - b);
   };
-  return { sender, advances, ends, answers, inFlight };
+  return { sender, advances, ends, answers, inFlight, calls, down };
 }
 
 describe('batch sender: chunks in flight', () => {
@@ -92,16 +100,35 @@ describe('batch sender: chunks in flight', () => {
     const t = setup(450);
     const pass = t.sender.tick();
     expect(await t.inFlight(4)).toEqual([0, 1, 2, 3]);
+    t.down.add(1);
     t.answers.get(1)!.reject(toGrpcError(new UnavailableError('emails is down')));
     t.answers.get(2)!.resolve();
     t.answers.get(3)!.resolve();
     await new Promise((r) => setTimeout(r, 10));
     t.answers.get(0)!.resolve();
+    // While chunk 1 is tried again in place, the window goes on with the last chunk.
+    expect(await t.inFlight(5)).toEqual([0, 1, 2, 3, 4]);
+    t.answers.get(4)!.resolve();
     await pass;
-    // Only chunk 0 is behind the cursor; chunks 2 and 3 go again with their keys (replays) on the retry.
+    // Only chunk 0 is behind the cursor; chunks 2 to 4 go again with their keys (replays) once the batch is retried.
     expect(t.advances.map((a) => a.chunkNo)).toEqual([1]);
     expect(t.ends).toEqual(['backed off']);
-    // Nothing more was handed over once the failure was known.
-    expect([...t.answers.keys()].sort()).toEqual([0, 1, 2, 3]);
+    // The failed chunk was tried twice more in place, then the batch gave up.
+    expect(t.calls.filter((k) => k === 1)).toHaveLength(3);
+  });
+
+  it('a chunk that fails once is tried again in place with the same key, and the batch goes on', async () => {
+    const t = setup(250);
+    const pass = t.sender.tick();
+    expect(await t.inFlight(3)).toEqual([0, 1, 2]);
+    const first = t.answers.get(0)!;
+    first.reject(toGrpcError(new UnavailableError('response lost')));
+    // The retry registers a fresh answer for chunk 0.
+    for (let i = 0; i < 200 && t.answers.get(0) === first; i++) await new Promise((r) => setTimeout(r, 10));
+    for (const k of [0, 1, 2]) t.answers.get(k)!.resolve();
+    await pass;
+    expect(t.calls).toEqual([0, 1, 2, 0]);
+    expect(t.advances.map((a) => a.chunkNo)).toEqual([1, 2, 3]);
+    expect(t.ends).toEqual(['completed']);
   });
 });
