@@ -202,7 +202,7 @@ export function createBatchSender(deps: BatchSenderDeps): BatchSender {
           // asked again after the batch's backoff (see README: a replay needs the same contacts).
           if (permanentFailureReason(err) !== undefined || stopped || retries >= CHUNK_RETRY_DELAYS_MS.length) throw err;
           log.warn({ err, retry: retries + 1 }, 'SendBatch of a chunk failed; tried again with the same key');
-          // Well inside the claim's lease (renewed per chunk), so the retries never outlast the claim.
+          // Short next to the claim's lease (renewed per chunk); a takeover meanwhile would only replay (same key).
           await new Promise((r) => setTimeout(r, Math.min(CHUNK_RETRY_DELAYS_MS[retries++] ?? 0, deps.leaseMs / 10)));
           continue;
         }
