@@ -25,6 +25,8 @@ export function campaignsConfigSpec() {
     senderPollMs: int('CAMPAIGN_SENDER_POLL_MS', 2_000, 50),
     /** How long a claimed batch belongs to one replica before another may take it over (renewed per chunk). */
     batchLeaseMs: int('CAMPAIGN_BATCH_LEASE_MS', 120_000, 1_000),
+    /** SendBatch calls of one batch in flight at once (the cursor still moves over chunks strictly in order). */
+    chunksInFlight: int('CAMPAIGN_CHUNKS_IN_FLIGHT', 8, 1, 64),
     /** Milliseconds in one "minute" of batchWindowMinutes: 60000 in production; tests shorten it. */
     batchWindowUnitMs: int('CAMPAIGN_BATCH_WINDOW_UNIT_MS', 60_000, 1),
     /** How long handled event ids are remembered (the stream keeps events 7 days). */

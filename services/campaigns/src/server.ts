@@ -29,6 +29,7 @@ export async function createCampaignsServer(deps: { config: CampaignsConfig; inf
   const sender = createBatchSender({
     campaigns, upstreams, logger: infra.logger, publicUrl: config.publicUrl, signingKey: config.trackingSigningKey,
     pollMs: config.senderPollMs, leaseMs: config.batchLeaseMs, retryDelayMs: config.batchRetryDelayMs, windowUnitMs: config.batchWindowUnitMs,
+    chunksInFlight: config.chunksInFlight,
   });
   const handlers = createCampaignsHandlers({
     campaigns, upstreams, timeZone: config.scheduleTimeZone, signingKey: config.trackingSigningKey,

@@ -18,6 +18,15 @@ const READ_AHEAD = 1000;
 /** Contacts read longer ago than this are read again: an unsubscribe meanwhile is honoured. */
 const READ_AHEAD_MAX_AGE_MS = 30_000;
 const MAX_READ_AHEAD_CAMPAIGNS = 64;
+/**
+ * Chunks of one batch handed to the emails service at once. Each SendBatch is several sequential
+ * storage round trips on the emails side (idempotency claim, checks, inserts, completion), so one
+ * chunk at a time leaves both services mostly waiting; the emails service groups concurrent
+ * accepts' inserts into shared writes.
+ */
+export const DEFAULT_CHUNKS_IN_FLIGHT = 8;
+/** Pauses before a transiently failed chunk is tried again in place, before the whole batch backs off. */
+const CHUNK_RETRY_DELAYS_MS = [250, 1_000];
 /** Longest pause between retries of a transiently failing batch (the delay doubles per failure up to this). */
 const MAX_RETRY_DELAY_MS = 5 * 60_000;
 
@@ -70,6 +79,8 @@ export interface BatchSenderDeps {
   readonly leaseMs: number;
   /** After a failed batch: how long before it is tried again (the same idempotency keys make the retry safe). */
   readonly retryDelayMs: number;
+  /** SendBatch calls of one batch in flight at once (DEFAULT_CHUNKS_IN_FLIGHT). */
+  readonly chunksInFlight?: number;
   /** Milliseconds per batchWindowMinutes unit (60,000; shorter in tests). */
   readonly windowUnitMs: number;
   readonly now?: () => Date;
@@ -163,58 +174,125 @@ export function createBatchSender(deps: BatchSenderDeps): BatchSender {
     };
   }
 
+  /**
+   * Hands one chunk to the emails service under its key. A chunk refused for one item's own recipient
+   * wrote nothing and released its key, so the rest goes again under the same key at once; a retry
+   * after a crash leaves out the same contacts and replays.
+   */
+  async function sendChunk(c: Campaign, contacts: readonly BookContact[], key: string, log: Logger): Promise<void> {
+    let emails = contacts.map((ct) => render(c, ct));
+    let retries = 0;
+    while (emails.length > 0) {
+      try {
+        await deps.upstreams.sendBatch({
+          teamId: c.teamId,
+          emails,
+          idempotencyKey: key,
+          bodyHash: undefined,
+          restrictDomainId: undefined,
+          apiKeyId: undefined,
+        });
+        return;
+      } catch (err) {
+        const bad = refusedRecipientIndex(err);
+        const skipped = bad === undefined ? undefined : emails[bad];
+        if (!skipped) {
+          // A transient failure is first tried again here, with the same emails under the same key: the chunks
+          // after this one that were accepted meanwhile then keep their place, instead of all being read and
+          // asked again after the batch's backoff (see README: a replay needs the same contacts).
+          if (permanentFailureReason(err) !== undefined || stopped || retries >= CHUNK_RETRY_DELAYS_MS.length) throw err;
+          log.warn({ err, retry: retries + 1 }, 'SendBatch of a chunk failed; tried again with the same key');
+          // Short next to the claim's lease (renewed per chunk); a takeover meanwhile would only replay (same key).
+          await new Promise((r) => setTimeout(r, Math.min(CHUNK_RETRY_DELAYS_MS[retries++] ?? 0, deps.leaseMs / 10)));
+          continue;
+        }
+        log.warn({ contactId: skipped.contactId, reason: isServiceError(err) ? err.details : undefined }, 'contact address refused by the emails service; contact skipped');
+        emails = emails.filter((_, i) => i !== bad);
+      }
+    }
+  }
+
+  /**
+   * One batch: its chunks are planned in order from the stored cursor (each the next `CHUNK_SIZE`
+   * contacts, key `(batch, chunk)`), up to `chunksInFlight` handed over at once, and the cursor moves
+   * over them strictly in order: after chunk n is accepted and every chunk before it was. So the
+   * stored cursor never passes a chunk that was not accepted, and a crash, a failure or a lost claim
+   * leaves later chunks that were already accepted to be asked again with the same keys (replays).
+   * A pause or a stop stops the planning; the chunks already handed over finish and are recorded.
+   */
   async function runBatch(s: SendingState): Promise<void> {
     const c = s.campaign;
     const log = deps.logger.child({ campaignId: c.id, batch: s.batchNo });
     if (!s.totalCounted) await deps.campaigns.setTotal(c.id, owner, await countTotal(c));
-    let { cursor, sentInBatch, chunkNo } = s;
+    const window = Math.max(1, deps.chunksInFlight ?? DEFAULT_CHUNKS_IN_FLIGHT);
+    /** The next chunk to plan: where it starts, how much of the batch is planned, its number. */
+    let plan = { cursor: s.cursor, sentInBatch: s.sentInBatch, chunkNo: s.chunkNo, done: false };
+    interface InFlight { readonly failed: Promise<{ err: unknown } | undefined>; readonly after: typeof plan }
+    const inFlight: InFlight[] = [];
     let done = false;
-    while (sentInBatch < c.batchSize) {
-      if (stopped) return deps.campaigns.release(c.id, owner);
-      const want = Math.min(CHUNK_SIZE, c.batchSize - sentInBatch);
-      const page = await nextChunk(c, cursor, want, c.batchSize - sentInBatch);
-      let emails = page.contacts.map((ct) => render(c, ct));
-      while (emails.length > 0) {
-        try {
-          await deps.upstreams.sendBatch({
-            teamId: c.teamId,
-            emails,
-            idempotencyKey: chunkIdempotencyKey(c.id, s.batchNo, chunkNo),
-            bodyHash: undefined,
-            restrictDomainId: undefined,
-            apiKeyId: undefined,
-          });
+    /** The first chunk that failed, in chunk order: thrown once the chunks out finish; the cursor stays before it. */
+    let failure: { err: unknown } | undefined;
+    /** Reading the next contacts failed: the chunks already out still move the cursor, then this is thrown. */
+    let readFailure: { err: unknown } | undefined;
+    let halted: 'paused' | 'lost' | 'stopped' | undefined;
+    /** A chunk handed over was refused or failed: nothing more is handed over (the batch ends in a retry or a pause). */
+    let refused = false;
+    for (;;) {
+      while (!readFailure && !refused && !halted && !plan.done && plan.sentInBatch < c.batchSize && inFlight.length < window) {
+        if (stopped) {
+          halted = 'stopped';
           break;
-        } catch (err) {
-          // A refused chunk wrote nothing and released its key, so the rest goes again under the same
-          // key; a retry after a crash leaves out the same contacts and replays.
-          const bad = refusedRecipientIndex(err);
-          const skipped = bad === undefined ? undefined : emails[bad];
-          if (!skipped) throw err;
-          log.warn({ contactId: skipped.contactId, reason: isServiceError(err) ? err.details : undefined }, 'contact address refused by the emails service; contact skipped');
-          emails = emails.filter((_, i) => i !== bad);
         }
+        const want = Math.min(CHUNK_SIZE, c.batchSize - plan.sentInBatch);
+        let page: ContactsPage;
+        try {
+          page = await nextChunk(c, plan.cursor, want, c.batchSize - plan.sentInBatch);
+        } catch (err) {
+          readFailure = { err };
+          break;
+        }
+        const sent = sendChunk(c, page.contacts, chunkIdempotencyKey(c.id, s.batchNo, plan.chunkNo), log);
+        // At the end of the book the contacts service gives no next cursor: the campaign is complete.
+        plan = { cursor: page.nextCursor ?? plan.cursor, sentInBatch: plan.sentInBatch + page.contacts.length, chunkNo: plan.chunkNo + 1, done: !page.nextCursor };
+        inFlight.push({
+          failed: sent.then(() => undefined, (err: unknown) => {
+            refused = true;
+            return { err };
+          }),
+          after: plan,
+        });
       }
-      sentInBatch += page.contacts.length;
-      chunkNo += 1;
-      // At the end of the book the contacts service gives no next cursor: the campaign is complete.
-      cursor = page.nextCursor ?? cursor;
-      done = !page.nextCursor;
-      const status = await deps.campaigns.advance(c.id, owner, { cursor, sentInBatch, chunkNo }, now(), deps.leaseMs);
-      if (status === undefined) {
-        log.info('campaign gone or claim lost; batch abandoned');
-        return;
+      const head = inFlight.shift();
+      if (!head) break;
+      const failed = await head.failed;
+      // After a failure or a lost claim the cursor stays where it is: later chunks are only waited for.
+      if (failure || halted === 'lost') continue;
+      if (failed) {
+        failure = failed;
+        continue;
       }
-      if (done) break;
-      if (status !== 'SENDING') {
-        log.info({ status }, 'campaign paused mid-batch; the rest waits for a resume');
-        await deps.campaigns.release(c.id, owner);
-        return;
+      const status = await deps.campaigns.advance(c.id, owner, { cursor: head.after.cursor, sentInBatch: head.after.sentInBatch, chunkNo: head.after.chunkNo }, now(), deps.leaseMs);
+      if (status === undefined) halted = 'lost';
+      else {
+        done = head.after.done;
+        if (status !== 'SENDING' && !done) halted ??= 'paused';
       }
+    }
+    if (halted === 'lost') {
+      log.info('campaign gone or claim lost; batch abandoned');
+      return;
+    }
+    if (failure) throw failure.err;
+    if (readFailure) throw readFailure.err;
+    if (halted === 'stopped') return deps.campaigns.release(c.id, owner);
+    if (halted === 'paused') {
+      log.info('campaign paused mid-batch; the rest waits for a resume');
+      await deps.campaigns.release(c.id, owner);
+      return;
     }
     const t = now();
     await deps.campaigns.finishBatch(c.id, owner, done, new Date(t.getTime() + c.batchWindowMinutes * deps.windowUnitMs), t);
-    log.info({ sentInBatch, completed: done }, done ? 'campaign completed' : 'batch handed over');
+    log.info({ sentInBatch: plan.sentInBatch, completed: done }, done ? 'campaign completed' : 'batch handed over');
   }
 
   async function tick(): Promise<void> {

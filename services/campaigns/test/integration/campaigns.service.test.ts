@@ -49,6 +49,10 @@ let failAfterAccepting = 0;
 const refusedCampaigns = new Set<string>();
 /** SendBatch calls answered UNAVAILABLE without accepting anything (an emails service that is down). */
 let unavailableCalls = 0;
+/** How long the emails peer takes to answer a SendBatch, and the most calls it had at once. */
+let sendDelayMs = 0;
+let sendsInFlight = 0;
+let maxSendsInFlight = 0;
 
 function peerHandlers<S>(impl: Partial<Record<string, (req: never) => Promise<unknown>>>): never {
   return new Proxy(impl, {
@@ -93,6 +97,13 @@ beforeAll(async () => {
       handlers: peerHandlers<emailsV1.EmailsServiceServer>({
         sendBatch: async (req: emailsV1.SendBatchRequest) => {
           sendCalls.push(req);
+          sendsInFlight += 1;
+          maxSendsInFlight = Math.max(maxSendsInFlight, sendsInFlight);
+          try {
+            if (sendDelayMs > 0) await new Promise((r) => setTimeout(r, sendDelayMs));
+          } finally {
+            sendsInFlight -= 1;
+          }
           if (refusedCampaigns.has(req.emails[0]?.campaignId ?? '')) {
             throw new InvalidArgumentError('emails[0]: from: the domain news.example.com is not verified; verify its DNS records first');
           }
@@ -215,6 +226,12 @@ async function waitFor<T>(what: string, fn: () => Promise<T | undefined> | T | u
 
 const get = async (id: string, teamId = TEAM) => (await client.call.getCampaign({ teamId, campaignId: id })).campaign!;
 const callsOf = (campaignId: string) => sendCalls.filter((c) => c.emails[0]?.campaignId === campaignId);
+/** A batch's chunks are handed over several at once, so they may arrive in any order: in (batch, chunk) order. */
+const chunkOrder = (key: string | undefined) => (/:batch:(\d+):chunk:(\d+)$/.exec(key ?? '') ?? []).slice(1).map(Number);
+const callsInChunkOrder = (campaignId: string) => [...callsOf(campaignId)].sort((a, b) => {
+  const [x, y] = [chunkOrder(a.idempotencyKey), chunkOrder(b.idempotencyKey)];
+  return (x[0]! - y[0]!) || (x[1]! - y[1]!);
+});
 const recipientsOf = (campaignId: string) => {
   // One entry per distinct chunk (a replay of a key hands nothing new over).
   const byKey = new Map(callsOf(campaignId).map((c) => [c.idempotencyKey, c.emails.map((e) => e.to[0])]));
@@ -309,7 +326,7 @@ describe('sending', () => {
     const to = recipientsOf(c.id);
     expect(to.length).toBe(subscribed.length);
     expect(new Set(to)).toEqual(new Set(subscribed.map((x) => x.email)));
-    const calls = callsOf(c.id);
+    const calls = callsInChunkOrder(c.id);
     expect(calls.every((k) => k.emails.length <= 100 && k.teamId === TEAM)).toBe(true);
     // Batches of 120 in chunks of at most 100: 100 + 20, 100 + 5.
     expect(calls.map((k) => k.emails.length)).toEqual([100, 20, 100, 5]);
@@ -328,12 +345,31 @@ describe('sending', () => {
     const contacts = makeBook('book_ahead', 450);
     const c = (await client.call.createCampaign(base({ contactBookId: 'book_ahead', sendNow: true, batchSize: 1000, batchWindowMinutes: 0 }))).campaign!;
     await waitFor('completion', async () => ((await get(c.id)).status === campaignsV1.CampaignStatus.CAMPAIGN_STATUS_COMPLETED ? true : undefined));
-    expect(callsOf(c.id).map((k) => k.emails.length)).toEqual([100, 100, 100, 100, 50]);
+    expect(callsInChunkOrder(c.id).map((k) => k.emails.length)).toEqual([100, 100, 100, 100, 50]);
     const to = recipientsOf(c.id);
     expect(to).toHaveLength(450);
     expect(new Set(to)).toEqual(new Set(contacts.map((x) => x.email)));
     // One read to count the total, one to send: not one per chunk.
     expect(bookReads.filter((r) => r.book === 'book_ahead')).toEqual([{ book: 'book_ahead', limit: 1000 }, { book: 'book_ahead', limit: 1000 }]);
+  });
+
+  it('hands several chunks of a batch over at once, and still moves the cursor over them in order', async () => {
+    const contacts = makeBook('book_window', 950);
+    sendDelayMs = 100;
+    maxSendsInFlight = 0;
+    try {
+      const c = (await client.call.createCampaign(base({ contactBookId: 'book_window', sendNow: true, batchSize: 1000, batchWindowMinutes: 0 }))).campaign!;
+      await waitFor('completion', async () => ((await get(c.id)).status === campaignsV1.CampaignStatus.CAMPAIGN_STATUS_COMPLETED ? true : undefined));
+      expect(maxSendsInFlight).toBeGreaterThan(1);
+      const keys = callsOf(c.id).map((k) => k.idempotencyKey);
+      expect(keys).toHaveLength(10);
+      expect(new Set(keys).size).toBe(10);
+      const to = recipientsOf(c.id);
+      expect(to).toHaveLength(950);
+      expect(new Set(to)).toEqual(new Set(contacts.map((x) => x.email)));
+    } finally {
+      sendDelayMs = 0;
+    }
   });
 
   it('pause stops between batches; resume continues from the cursor without repeats', async () => {
@@ -362,8 +398,13 @@ describe('sending', () => {
     const c = (await client.call.createCampaign(base({ contactBookId: 'book_retry', sendNow: true, batchSize: 150, batchWindowMinutes: 0 }))).campaign!;
     await waitFor('completion', async () => ((await get(c.id)).status === campaignsV1.CampaignStatus.CAMPAIGN_STATUS_COMPLETED ? true : undefined));
     const calls = callsOf(c.id);
-    // The first chunk was asked twice with one key (the second a replay), the second once.
-    expect(calls.map((k) => k.idempotencyKey)).toEqual([calls[0]!.idempotencyKey, calls[0]!.idempotencyKey, calls[2]!.idempotencyKey]);
+    // Both chunks were handed over at once and the first call to arrive lost its answer: the cursor stayed
+    // before that chunk, and the retry asked it again with its key (a replay), and the other chunk too
+    // when it came later in the book (a replay as well). Never a third time, never under a new key.
+    const keys = calls.map((k) => k.idempotencyKey);
+    expect(new Set(keys).size).toBe(2);
+    expect(keys.filter((k) => k === keys[0])).toHaveLength(2);
+    expect(keys.filter((k) => k !== keys[0]).length).toBeLessThanOrEqual(2);
     const to = recipientsOf(c.id);
     expect(to.length).toBe(150);
     expect(new Set(to)).toEqual(new Set(contacts.map((x) => x.email)));
