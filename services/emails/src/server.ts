@@ -79,7 +79,7 @@ export async function createEmailsServer(deps: { config: EmailsConfig; infra: Se
     nats: infra.nats, collections: [emails.collection], logger: logger.child({ component: 'outbox' }),
     metrics: infra.metrics, batchSize: 500, concurrency: 8, intervalMs: config.outboxScanIntervalMs,
     // Fresh entries are the publisher's: published at once, removed with the email's next write or after
-    // 3 s. Under a burst (a 10,000-mail campaign accepted in a few minutes) the removals, each a rewrite of
+    // 30 s. Under a burst (a 10,000-mail campaign accepted in a few minutes) the removals, each a rewrite of
     // the email, queue up behind the collection's writes for a minute or more; at 30 s the safety net
     // re-scanned the whole collection in batches of 25 for entries already out (84 scans of 1.6 s). Events
     // a process left when it died go out at its restart (the first pass takes everything) or, from another

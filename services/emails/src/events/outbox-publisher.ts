@@ -57,7 +57,9 @@ export function createOutboxPublisher(opts: {
   /** Email id -> its outbox as written, or undefined to read it. */
   const pending = new Map<string, readonly OutboxEntry[] | undefined>();
   const delay = opts.delayMs ?? 100;
-  const removeAfterMs = opts.removeAfterMs ?? 3_000;
+  // Long enough for a delivery report, which usually comes seconds after SENT even under a campaign's load, to
+  // take the `email.sent` entry away inside its own write; well under the safety net's minimum age.
+  const removeAfterMs = opts.removeAfterMs ?? 30_000;
   /** Published entry id -> email id. */
   const published = new Map<string, string>();
   /** Removals waiting: email id -> entries and when they are due. */
