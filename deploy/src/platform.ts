@@ -392,6 +392,9 @@ export async function startPlatform(opts: PlatformOptions = {}): Promise<Platfor
           PORT: String(ports.gateway),
           HOST: host,
           METRICS_PORT: String(ports.gatewayMetrics),
+          // The gateway's CSRF rule accepts only PUBLIC_URL's origin when it is set. Locally the console is opened as
+          // 127.0.0.1 or localhost alike, so the gateway gets PUBLIC_URL only when the operator chose one.
+          PUBLIC_URL: lookup('PUBLIC_URL') ?? '',
         },
         probe: async () => {
           const status = await probeHttp(`${gatewayUrl}/v1/health`);

@@ -5,7 +5,7 @@ import { runWithRequestContext, sanitizeRequestId, type Logger } from '@mailflee
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type RouteHandlerMethod } from 'fastify';
 import type { Registry } from 'prom-client';
 import { consolePlugin } from './plugins/console.plugin.js';
-import { authPlugin, type Authenticator, type Principal } from './plugins/auth.plugin.js';
+import { authPlugin, type Authenticator, type Principal, type SessionAuthenticator } from './plugins/auth.plugin.js';
 import { errorsPlugin } from './plugins/errors.plugin.js';
 import { metricsPlugin } from './plugins/metrics.plugin.js';
 import { rateLimitPlugin, type RateLimitCheck } from './plugins/rate-limit.plugin.js';
@@ -15,6 +15,10 @@ export interface AppDeps {
   readonly logger: Logger;
   readonly registry: Registry;
   readonly authenticate: Authenticator;
+  /** Accepts the console's session cookie when set. */
+  readonly authenticateSession?: SessionAuthenticator;
+  /** PUBLIC_URL: the origin the CSRF rule accepts and whether the cookie is Secure (empty: the request's own). */
+  readonly publicUrl?: string;
   /** Called for every authenticated request (lastUsed coalescing). */
   readonly onAuthenticated?: (p: Principal) => void;
   /** Shared per-team rate limits; when absent no limits are applied (unit tests of routing). */
@@ -76,7 +80,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
   });
   await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { docExpansion: 'list' } });
-  await app.register(authPlugin, { authenticate: deps.authenticate, onAuthenticated: deps.onAuthenticated });
+  await app.register(authPlugin, {
+    authenticate: deps.authenticate, onAuthenticated: deps.onAuthenticated, authenticateSession: deps.authenticateSession, publicUrl: deps.publicUrl,
+  });
   if (deps.rateLimitCheck) await app.register(rateLimitPlugin, { check: deps.rateLimitCheck });
 
   for (const prefix of API_PREFIXES) {

@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url';
-import { address, bool, int, loadConfig, oneOf, port, str, type ConfigOf, type Env } from '@mailfleet/kit';
+import { address, bool, ConfigError, int, loadConfig, oneOf, port, str, type ConfigOf, type Env } from '@mailfleet/kit';
 
 export function gatewayConfigSpec() {
   return {
@@ -31,6 +31,12 @@ export function gatewayConfigSpec() {
     trustProxy: bool('TRUST_PROXY', false),
     /** The built web console served at `/` (default: the console package's dist next to this one). */
     consoleDir: str('CONSOLE_DIR', fileURLToPath(new URL('../console/dist', import.meta.url))),
+    /**
+     * The address people open the console at (e.g. https://mail.example.com). When set, its origin is the only
+     * one the Origin rule accepts and an https URL makes the session cookie Secure; when empty the request's own
+     * scheme://host is used (local mode, where the same gateway is reached as 127.0.0.1 and as localhost).
+     */
+    publicUrl: str('PUBLIC_URL', ''),
     authAddr: address('AUTH_GRPC_ADDR', '127.0.0.1:50051'),
     domainsAddr: address('DOMAINS_GRPC_ADDR', '127.0.0.1:50052'),
     contactsAddr: address('CONTACTS_GRPC_ADDR', '127.0.0.1:50053'),
@@ -44,5 +50,9 @@ export function gatewayConfigSpec() {
 export type GatewayConfig = ConfigOf<ReturnType<typeof gatewayConfigSpec>>;
 
 export function loadGatewayConfig(env: Env): GatewayConfig {
-  return loadConfig(gatewayConfigSpec(), env);
+  const config = loadConfig(gatewayConfigSpec(), env);
+  if (config.publicUrl && !/^https?:\/\/[^/?#\s]+/i.test(config.publicUrl)) {
+    throw new ConfigError([`PUBLIC_URL must be an http(s) URL, got ${JSON.stringify(config.publicUrl)}`]);
+  }
+  return config;
 }

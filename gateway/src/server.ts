@@ -8,6 +8,7 @@ import { createAuthAuthenticator, createAuthFold } from './clients/authenticator
 import { listenForKeyRevocations } from './clients/key-revocations.js';
 import { createKeyTouchBuffer } from './clients/key-touches.js';
 import { createRateLimiter } from './clients/rate-limiter.js';
+import { createSessionAuthenticator } from './clients/sessions.js';
 import { closeUpstreams, createUpstreams } from './clients/upstreams.js';
 import { loadGatewayConfig } from './config.js';
 import { v1Areas } from './routes/v1/index.js';
@@ -49,9 +50,11 @@ const app = await buildApp({
   logger,
   registry: metrics.registry,
   authenticate: cache.authenticate,
+  authenticateSession: createSessionAuthenticator(upstreams),
+  publicUrl: config.publicUrl || undefined,
   onAuthenticated: (p) => touches.record(p),
   rateLimitCheck: (principal, family, cost) => limiter.check(principal, family, cost),
-  areas: v1Areas({ upstreams, onKeyDeleted: (keyId) => cache.revokeKey(keyId) }),
+  areas: v1Areas({ upstreams, onKeyDeleted: (keyId) => cache.revokeKey(keyId), publicUrl: config.publicUrl || undefined }),
   info: { version: pkg.version, environment: config.localMode ? 'local' : config.environment, startedAt: Date.now(), draining: () => draining },
   trustProxy: config.trustProxy,
   consoleDir: config.consoleDir,

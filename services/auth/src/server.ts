@@ -3,7 +3,9 @@ import { authV1 } from '@mailfleet/proto';
 import type { AuthConfig } from './config.js';
 import { createApiKeysRepository } from './repositories/api-keys.repository.js';
 import { createCountersRepository } from './repositories/counters.repository.js';
+import { createSessionsRepository } from './repositories/sessions.repository.js';
 import { createTeamsRepository } from './repositories/teams.repository.js';
+import { createUsersRepository } from './repositories/users.repository.js';
 import { createAuthHandlers } from './rpc/auth.rpc.js';
 
 /** Binds the auth service: repositories (indexes created at start), RPC handlers, the counter sweeper. */
@@ -13,11 +15,16 @@ export async function createAuthServer(deps: { config: AuthConfig; infra: Servic
   const keys = createApiKeysRepository(db);
   const rateWindows = createCountersRepository(db, 'rate_windows');
   const quotas = createCountersRepository(db, 'quota_counters');
-  await Promise.all([teams.ensureIndexes(), keys.ensureIndexes(), rateWindows.ensureIndexes(), quotas.ensureIndexes()]);
+  const loginAttempts = createCountersRepository(db, 'login_attempts');
+  const users = createUsersRepository(db);
+  const sessions = createSessionsRepository(db);
+  await Promise.all([
+    teams.ensureIndexes(), keys.ensureIndexes(), rateWindows.ensureIndexes(), quotas.ensureIndexes(), loginAttempts.ensureIndexes(), sessions.ensureIndexes(),
+  ]);
 
   let drainRelay: () => Promise<unknown> = async () => undefined;
   const handlers = createAuthHandlers({
-    teams, keys, rateWindows, quotas,
+    teams, keys, rateWindows, quotas, users, sessions, loginAttempts,
     hashSecret: deps.config.apiKeyHashSecret,
     defaultRateLimit: deps.config.defaultRateLimit,
     kickRelay: async () => {
@@ -27,7 +34,7 @@ export async function createAuthServer(deps: { config: AuthConfig; infra: Servic
   });
 
   const sweeper = setInterval(() => {
-    void Promise.all([rateWindows.sweep(), quotas.sweep()]).catch((err: unknown) => deps.infra.logger.warn({ err }, 'counter sweep failed'));
+    void Promise.all([rateWindows.sweep(), quotas.sweep(), loginAttempts.sweep(), sessions.sweep()]).catch((err: unknown) => deps.infra.logger.warn({ err }, 'counter and session sweep failed'));
   }, deps.config.sweepIntervalMs);
   sweeper.unref();
 

@@ -6,6 +6,7 @@ import { campaignsRoutes } from './campaigns/campaigns.routes.js';
 import { contactsRoutes } from './contacts/contacts.routes.js';
 import { domainsRoutes } from './domains/domains.routes.js';
 import { emailsRoutes } from './emails/emails.routes.js';
+import { sessionRoutes } from './session/session.routes.js';
 import { settingsRoutes } from './settings/settings.routes.js';
 import { suppressionsRoutes } from './suppressions/suppressions.routes.js';
 import { teamsRoutes } from './teams/teams.routes.js';
@@ -17,9 +18,11 @@ export interface V1Deps {
   readonly upstreams: Upstreams;
   /** A key deleted through this replica leaves its cache at once (others hear key.revoked). */
   readonly onKeyDeleted: (keyId: string) => void;
+  /** PUBLIC_URL (empty: the request's own origin); decides the session cookie's Secure flag. */
+  readonly publicUrl?: string;
 }
 
 /** Every /v1 area, mounted by app.ts under /v1 and /api/v1. */
 export function v1Areas(deps: V1Deps): ((app: FastifyInstance) => Promise<void>)[] {
-  return [apiKeysRoutes(deps), analyticsRoutes(deps), teamsRoutes(deps), settingsRoutes(deps), domainsRoutes(deps), suppressionsRoutes(deps), emailsRoutes(deps), templatesRoutes(deps), trackingRoutes(deps), contactsRoutes(deps), webhooksRoutes(deps), campaignsRoutes(deps)];
+  return [sessionRoutes(deps), apiKeysRoutes(deps), analyticsRoutes(deps), teamsRoutes(deps), settingsRoutes(deps), domainsRoutes(deps), suppressionsRoutes(deps), emailsRoutes(deps), templatesRoutes(deps), trackingRoutes(deps), contactsRoutes(deps), webhooksRoutes(deps), campaignsRoutes(deps)];
 }

@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { status, type ServiceError } from '@grpc/grpc-js';
-import { createGrpcClient, createLogger, isServiceError } from '@mailfleet/kit';
+import { createGrpcClient, createLogger, isServiceError, randomBase62 } from '@mailfleet/kit';
 import { authV1, domainsV1 } from '@mailfleet/proto';
 import { InboxUsageError, runInbox } from './inbox.js';
 
@@ -18,6 +18,9 @@ Usage:
   mailfleet team update --team ID [--plan P] [--daily N] [--monthly N] [--rate-limit FAMILY=N ...] [--json]
       Families: SEND_EMAIL BATCH_EMAIL READ_EMAIL FEEDBACK_LIST CONTACT BULK_CONTACT DEFAULT (0 restores the default).
   mailfleet key create --team ID [--name NAME] [--permission FULL|SENDING] [--domain DOMAIN_ID] [--json]
+  mailfleet user create --email EMAIL --team TEAM_ID [--name NAME] [--password-stdin] [--json]
+      Creates a person who signs in to the console (or adds an existing one to the team). Without
+      --password-stdin a password is generated and printed once; --json prints {"userId", "teamId", "email", "created", "password"?}.
   mailfleet inbox [show ID] [--json] [--help]
       Local mode's dev inbox: what the embedded SMTP sink holds; --help lists the mailbox simulator's addresses.
 
@@ -52,7 +55,16 @@ function planName(p: authV1.Plan): string {
   return authV1.planToJSON(p).replace(/^PLAN_/, '');
 }
 
-export async function runCli(argv: string[], env: NodeJS.ProcessEnv, out: Out = { json: false, print: (t) => process.stdout.write(`${t}\n`) }): Promise<number> {
+/** Reads a password from stdin (first line, without its line break), so it never appears in argv or shell history. */
+async function readStdinPassword(stdin: NodeJS.ReadableStream): Promise<string> {
+  let text = '';
+  for await (const chunk of stdin) text += typeof chunk === 'string' ? chunk : (chunk as Buffer).toString('utf8');
+  return text.split(/\r?\n/)[0] ?? '';
+}
+
+export async function runCli(
+  argv: string[], env: NodeJS.ProcessEnv, out: Out = { json: false, print: (t) => process.stdout.write(`${t}\n`) }, stdin: NodeJS.ReadableStream = process.stdin,
+): Promise<number> {
   if (argv[0] === 'inbox') return runInbox(argv.slice(1), env, out.print);
   const { values, positionals } = parseArgs({
     args: argv,
@@ -60,7 +72,7 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv, out: Out = 
     options: {
       name: { type: 'string' }, plan: { type: 'string' }, json: { type: 'boolean', default: false }, team: { type: 'string' },
       permission: { type: 'string' }, domain: { type: 'string' }, daily: { type: 'string' }, monthly: { type: 'string' },
-      'rate-limit': { type: 'string', multiple: true }, help: { type: 'boolean', short: 'h', default: false },
+      'rate-limit': { type: 'string', multiple: true }, email: { type: 'string' }, 'password-stdin': { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h', default: false },
     },
     strict: true,
   });
@@ -120,6 +132,22 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv, out: Out = 
         domainId: values.domain, createdByUserId: '',
       });
       out.print(json ? JSON.stringify({ keyId: apiKey!.id, teamId, permission, domainId: values.domain ?? null, token }) : `key ${apiKey!.id} created\n${permission} API key (shown once): ${token}`);
+      return 0;
+    }
+    if (noun === 'user' && verb === 'create') {
+      const email = required('email', values.email);
+      const teamId = required('team', values.team);
+      const generated = !values['password-stdin'];
+      // 20 base62 characters ~ 119 bits; printed once, only its scrypt hash is stored.
+      const password = generated ? randomBase62(20) : await readStdinPassword(stdin);
+      const { user, created } = await auth.call.createUser({ email, password, name: values.name, teamId });
+      const shownPassword = generated && created ? password : undefined;
+      if (json) {
+        out.print(JSON.stringify({ userId: user!.id, teamId, email: user!.email, created, ...(shownPassword ? { password: shownPassword } : {}) }));
+      } else {
+        out.print(created ? `user ${user!.id} (${user!.email}) created in team ${teamId}` : `user ${user!.id} (${user!.email}) already existed: added to team ${teamId}, password unchanged`);
+        if (shownPassword) out.print(`password (shown once): ${shownPassword}`);
+      }
       return 0;
     }
     throw new UsageError(`unknown command: ${positionals.join(' ')}`);

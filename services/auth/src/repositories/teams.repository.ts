@@ -52,6 +52,10 @@ export interface TeamsRepository {
   listTeamsOfUser(userId: string): Promise<TeamRecord[]>;
   listAll(): Promise<TeamRecord[]>;
   updateLimits(teamId: string, update: TeamLimitsUpdate, now?: Date): Promise<TeamRecord | undefined>;
+  /** Makes a user a member (idempotent); false when the team does not exist. */
+  addMember(teamId: string, userId: string, now?: Date): Promise<boolean>;
+  /** Removes a member; false when the user was not one. */
+  removeMember(teamId: string, userId: string, now?: Date): Promise<boolean>;
 }
 
 function toRecord(d: TeamDoc): TeamRecord {
@@ -119,6 +123,14 @@ export function createTeamsRepository(db: Db): TeamsRepository {
       for (const [family, limit] of Object.entries(update.rateLimits ?? {})) set[`rateLimits.${family}`] = limit;
       const res = await teams.findOneAndUpdate({ _id: teamId }, { $set: set }, { returnDocument: 'after' });
       return res ? toRecord(res) : undefined;
+    },
+    async addMember(teamId, userId, now = new Date()) {
+      const res = await teams.updateOne({ _id: teamId }, { $addToSet: { memberIds: userId }, $set: { updatedAt: now } });
+      return res.matchedCount === 1;
+    },
+    async removeMember(teamId, userId, now = new Date()) {
+      const res = await teams.updateOne({ _id: teamId, memberIds: userId }, { $pull: { memberIds: userId }, $set: { updatedAt: now } });
+      return res.modifiedCount === 1;
     },
   };
 }

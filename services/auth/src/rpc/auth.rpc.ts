@@ -10,16 +10,22 @@ import {
 import { generateToken, hashesEqual, hashToken, looksLikeToken, partialToken } from '../domain/tokens.js';
 import type { ApiKeysRepository } from '../repositories/api-keys.repository.js';
 import type { CountersRepository } from '../repositories/counters.repository.js';
+import type { SessionsRepository } from '../repositories/sessions.repository.js';
 import type { TeamRecord, TeamsRepository } from '../repositories/teams.repository.js';
+import type { UsersRepository } from '../repositories/users.repository.js';
 import {
   apiKeyToProto, familyFromProto, isFamilyName, permissionFromProto, planFromProto, settingsToProto, teamToProto,
 } from './mapping.js';
+import { createPeopleHandlers } from './people.rpc.js';
 
 export interface AuthRpcDeps {
   readonly teams: TeamsRepository;
   readonly keys: ApiKeysRepository;
   readonly rateWindows: CountersRepository;
   readonly quotas: CountersRepository;
+  readonly users: UsersRepository;
+  readonly sessions: SessionsRepository;
+  readonly loginAttempts: CountersRepository;
   readonly hashSecret: string;
   readonly defaultRateLimit: number;
   /** Asks the outbox relay for a pass now (revocations must reach gateways at once). */
@@ -107,6 +113,8 @@ export function createAuthHandlers(deps: AuthRpcDeps): UnaryHandlers<authV1.Auth
   }
 
   return {
+    ...createPeopleHandlers({ teams: deps.teams, users: deps.users, sessions: deps.sessions, loginAttempts: deps.loginAttempts, limitsInForce, now }),
+
     async authenticateKey(req) {
       return principalOf(req.token);
     },

@@ -640,6 +640,125 @@ export interface ReleaseQuotaRequest {
 export interface ReleaseQuotaResponse {
 }
 
+/** User is a person who signs in to the console. */
+export interface User {
+  /** Opaque user id (`usr_...`). */
+  id: string;
+  /** Email as given at creation (unique, case-insensitively). */
+  email: string;
+  /** Display name; absent when not given. */
+  name?:
+    | string
+    | undefined;
+  /** When the user was created. */
+  createdAt?: Date | undefined;
+}
+
+/** CreateUserRequest describes a new user and their first team. */
+export interface CreateUserRequest {
+  /** Email address (unique, case-insensitively). */
+  email: string;
+  /** Password, at least 10 characters; stored only as a scrypt hash. */
+  password: string;
+  /** Display name. */
+  name?:
+    | string
+    | undefined;
+  /** Team the user joins. */
+  teamId: string;
+}
+
+/** CreateUserResponse is the user and whether it was new. */
+export interface CreateUserResponse {
+  /** The created (or existing) user. */
+  user?:
+    | User
+    | undefined;
+  /** False when the email belonged to an existing user, who was added to the team. */
+  created: boolean;
+}
+
+/** LoginRequest carries the credentials and the client's address. */
+export interface LoginRequest {
+  /** Email address (case-insensitive). */
+  email: string;
+  /** Password. */
+  password: string;
+  /** Client IP as the gateway saw it; failed attempts are counted per IP too. */
+  clientIp: string;
+}
+
+/** LoginResponse is the new session, or the refusal of a rate-limited attempt. */
+export interface LoginResponse {
+  /** The session token (`mfs_...`), returned only here; only its SHA-256 is stored. */
+  token: string;
+  /** The session; absent when rate_limited. */
+  session?:
+    | SessionInfo
+    | undefined;
+  /** True when too many failed attempts were made for this email or IP. */
+  rateLimited: boolean;
+  /** Seconds until an attempt may be made again (when rate_limited). */
+  retryAfterSeconds: number;
+}
+
+/** SessionInfo describes a live session. */
+export interface SessionInfo {
+  /** Session id (never the token). */
+  sessionId: string;
+  /** The signed-in user. */
+  user?:
+    | User
+    | undefined;
+  /** Current team: every request made with the session acts as it. */
+  team?:
+    | Team
+    | undefined;
+  /** Every team the user belongs to, oldest first. */
+  teams: Team[];
+  /** When the session expires unless used again (idle) or at the latest (absolute). */
+  expiresAt?: Date | undefined;
+}
+
+/** AuthenticateSessionRequest carries the token from the cookie. */
+export interface AuthenticateSessionRequest {
+  /** Session token (`mfs_...`). */
+  token: string;
+}
+
+/** AuthenticateSessionResponse is the session and its team's limits. */
+export interface AuthenticateSessionResponse {
+  /** The session. */
+  session?:
+    | SessionInfo
+    | undefined;
+  /** Rate limits in force for the current team, as AdmitResponse.rate_limits. */
+  rateLimits: { [key: string]: number };
+}
+
+export interface AuthenticateSessionResponse_RateLimitsEntry {
+  key: string;
+  value: number;
+}
+
+/** SwitchSessionTeamRequest names the session and the team to act as. */
+export interface SwitchSessionTeamRequest {
+  /** Session token. */
+  token: string;
+  /** Team to switch to; the user must be a member. */
+  teamId: string;
+}
+
+/** RevokeSessionRequest names the session to end. */
+export interface RevokeSessionRequest {
+  /** Session token. */
+  token: string;
+}
+
+/** RevokeSessionResponse is empty. */
+export interface RevokeSessionResponse {
+}
+
 function createBaseTeam(): Team {
   return { id: "", name: "", slug: "", plan: 0, createdAt: undefined, updatedAt: undefined };
 }
@@ -4900,6 +5019,1203 @@ export const ReleaseQuotaResponse: MessageFns<ReleaseQuotaResponse> = {
   },
 };
 
+function createBaseUser(): User {
+  return { id: "", email: "", name: undefined, createdAt: undefined };
+}
+
+export const User: MessageFns<User> = {
+  encode(message: User, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.email !== "") {
+      writer.uint32(18).string(message.email);
+    }
+    if (message.name !== undefined) {
+      writer.uint32(26).string(message.name);
+    }
+    if (message.createdAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.createdAt), writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): User {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUser();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.email = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.createdAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): User {
+    return {
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      email: isSet(object.email) ? globalThis.String(object.email) : "",
+      name: isSet(object.name) ? globalThis.String(object.name) : undefined,
+      createdAt: isSet(object.createdAt)
+        ? fromJsonTimestamp(object.createdAt)
+        : isSet(object.created_at)
+        ? fromJsonTimestamp(object.created_at)
+        : undefined,
+    };
+  },
+
+  toJSON(message: User): unknown {
+    const obj: any = {};
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    if (message.email !== "") {
+      obj.email = message.email;
+    }
+    if (message.name !== undefined) {
+      obj.name = message.name;
+    }
+    if (message.createdAt !== undefined) {
+      obj.createdAt = message.createdAt.toISOString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<User>, I>>(base?: I): User {
+    return User.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<User>, I>>(object: I): User {
+    const message = createBaseUser();
+    message.id = object.id ?? "";
+    message.email = object.email ?? "";
+    message.name = object.name ?? undefined;
+    message.createdAt = object.createdAt ?? undefined;
+    return message;
+  },
+};
+
+function createBaseCreateUserRequest(): CreateUserRequest {
+  return { email: "", password: "", name: undefined, teamId: "" };
+}
+
+export const CreateUserRequest: MessageFns<CreateUserRequest> = {
+  encode(message: CreateUserRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.email !== "") {
+      writer.uint32(10).string(message.email);
+    }
+    if (message.password !== "") {
+      writer.uint32(18).string(message.password);
+    }
+    if (message.name !== undefined) {
+      writer.uint32(26).string(message.name);
+    }
+    if (message.teamId !== "") {
+      writer.uint32(34).string(message.teamId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateUserRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateUserRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.email = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.password = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.teamId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CreateUserRequest {
+    return {
+      email: isSet(object.email) ? globalThis.String(object.email) : "",
+      password: isSet(object.password) ? globalThis.String(object.password) : "",
+      name: isSet(object.name) ? globalThis.String(object.name) : undefined,
+      teamId: isSet(object.teamId)
+        ? globalThis.String(object.teamId)
+        : isSet(object.team_id)
+        ? globalThis.String(object.team_id)
+        : "",
+    };
+  },
+
+  toJSON(message: CreateUserRequest): unknown {
+    const obj: any = {};
+    if (message.email !== "") {
+      obj.email = message.email;
+    }
+    if (message.password !== "") {
+      obj.password = message.password;
+    }
+    if (message.name !== undefined) {
+      obj.name = message.name;
+    }
+    if (message.teamId !== "") {
+      obj.teamId = message.teamId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CreateUserRequest>, I>>(base?: I): CreateUserRequest {
+    return CreateUserRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateUserRequest>, I>>(object: I): CreateUserRequest {
+    const message = createBaseCreateUserRequest();
+    message.email = object.email ?? "";
+    message.password = object.password ?? "";
+    message.name = object.name ?? undefined;
+    message.teamId = object.teamId ?? "";
+    return message;
+  },
+};
+
+function createBaseCreateUserResponse(): CreateUserResponse {
+  return { user: undefined, created: false };
+}
+
+export const CreateUserResponse: MessageFns<CreateUserResponse> = {
+  encode(message: CreateUserResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.user !== undefined) {
+      User.encode(message.user, writer.uint32(10).fork()).join();
+    }
+    if (message.created !== false) {
+      writer.uint32(16).bool(message.created);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateUserResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateUserResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.user = User.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.created = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CreateUserResponse {
+    return {
+      user: isSet(object.user) ? User.fromJSON(object.user) : undefined,
+      created: isSet(object.created) ? globalThis.Boolean(object.created) : false,
+    };
+  },
+
+  toJSON(message: CreateUserResponse): unknown {
+    const obj: any = {};
+    if (message.user !== undefined) {
+      obj.user = User.toJSON(message.user);
+    }
+    if (message.created !== false) {
+      obj.created = message.created;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CreateUserResponse>, I>>(base?: I): CreateUserResponse {
+    return CreateUserResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateUserResponse>, I>>(object: I): CreateUserResponse {
+    const message = createBaseCreateUserResponse();
+    message.user = (object.user !== undefined && object.user !== null) ? User.fromPartial(object.user) : undefined;
+    message.created = object.created ?? false;
+    return message;
+  },
+};
+
+function createBaseLoginRequest(): LoginRequest {
+  return { email: "", password: "", clientIp: "" };
+}
+
+export const LoginRequest: MessageFns<LoginRequest> = {
+  encode(message: LoginRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.email !== "") {
+      writer.uint32(10).string(message.email);
+    }
+    if (message.password !== "") {
+      writer.uint32(18).string(message.password);
+    }
+    if (message.clientIp !== "") {
+      writer.uint32(26).string(message.clientIp);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LoginRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLoginRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.email = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.password = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.clientIp = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LoginRequest {
+    return {
+      email: isSet(object.email) ? globalThis.String(object.email) : "",
+      password: isSet(object.password) ? globalThis.String(object.password) : "",
+      clientIp: isSet(object.clientIp)
+        ? globalThis.String(object.clientIp)
+        : isSet(object.client_ip)
+        ? globalThis.String(object.client_ip)
+        : "",
+    };
+  },
+
+  toJSON(message: LoginRequest): unknown {
+    const obj: any = {};
+    if (message.email !== "") {
+      obj.email = message.email;
+    }
+    if (message.password !== "") {
+      obj.password = message.password;
+    }
+    if (message.clientIp !== "") {
+      obj.clientIp = message.clientIp;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LoginRequest>, I>>(base?: I): LoginRequest {
+    return LoginRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LoginRequest>, I>>(object: I): LoginRequest {
+    const message = createBaseLoginRequest();
+    message.email = object.email ?? "";
+    message.password = object.password ?? "";
+    message.clientIp = object.clientIp ?? "";
+    return message;
+  },
+};
+
+function createBaseLoginResponse(): LoginResponse {
+  return { token: "", session: undefined, rateLimited: false, retryAfterSeconds: 0 };
+}
+
+export const LoginResponse: MessageFns<LoginResponse> = {
+  encode(message: LoginResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.token !== "") {
+      writer.uint32(10).string(message.token);
+    }
+    if (message.session !== undefined) {
+      SessionInfo.encode(message.session, writer.uint32(18).fork()).join();
+    }
+    if (message.rateLimited !== false) {
+      writer.uint32(24).bool(message.rateLimited);
+    }
+    if (message.retryAfterSeconds !== 0) {
+      writer.uint32(32).int32(message.retryAfterSeconds);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LoginResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLoginResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.token = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.session = SessionInfo.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.rateLimited = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.retryAfterSeconds = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LoginResponse {
+    return {
+      token: isSet(object.token) ? globalThis.String(object.token) : "",
+      session: isSet(object.session) ? SessionInfo.fromJSON(object.session) : undefined,
+      rateLimited: isSet(object.rateLimited)
+        ? globalThis.Boolean(object.rateLimited)
+        : isSet(object.rate_limited)
+        ? globalThis.Boolean(object.rate_limited)
+        : false,
+      retryAfterSeconds: isSet(object.retryAfterSeconds)
+        ? globalThis.Number(object.retryAfterSeconds)
+        : isSet(object.retry_after_seconds)
+        ? globalThis.Number(object.retry_after_seconds)
+        : 0,
+    };
+  },
+
+  toJSON(message: LoginResponse): unknown {
+    const obj: any = {};
+    if (message.token !== "") {
+      obj.token = message.token;
+    }
+    if (message.session !== undefined) {
+      obj.session = SessionInfo.toJSON(message.session);
+    }
+    if (message.rateLimited !== false) {
+      obj.rateLimited = message.rateLimited;
+    }
+    if (message.retryAfterSeconds !== 0) {
+      obj.retryAfterSeconds = Math.round(message.retryAfterSeconds);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LoginResponse>, I>>(base?: I): LoginResponse {
+    return LoginResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LoginResponse>, I>>(object: I): LoginResponse {
+    const message = createBaseLoginResponse();
+    message.token = object.token ?? "";
+    message.session = (object.session !== undefined && object.session !== null)
+      ? SessionInfo.fromPartial(object.session)
+      : undefined;
+    message.rateLimited = object.rateLimited ?? false;
+    message.retryAfterSeconds = object.retryAfterSeconds ?? 0;
+    return message;
+  },
+};
+
+function createBaseSessionInfo(): SessionInfo {
+  return { sessionId: "", user: undefined, team: undefined, teams: [], expiresAt: undefined };
+}
+
+export const SessionInfo: MessageFns<SessionInfo> = {
+  encode(message: SessionInfo, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sessionId !== "") {
+      writer.uint32(10).string(message.sessionId);
+    }
+    if (message.user !== undefined) {
+      User.encode(message.user, writer.uint32(18).fork()).join();
+    }
+    if (message.team !== undefined) {
+      Team.encode(message.team, writer.uint32(26).fork()).join();
+    }
+    for (const v of message.teams) {
+      Team.encode(v!, writer.uint32(34).fork()).join();
+    }
+    if (message.expiresAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.expiresAt), writer.uint32(42).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SessionInfo {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSessionInfo();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.sessionId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.user = User.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.team = Team.decode(reader, reader.uint32());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.teams.push(Team.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.expiresAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SessionInfo {
+    return {
+      sessionId: isSet(object.sessionId)
+        ? globalThis.String(object.sessionId)
+        : isSet(object.session_id)
+        ? globalThis.String(object.session_id)
+        : "",
+      user: isSet(object.user) ? User.fromJSON(object.user) : undefined,
+      team: isSet(object.team) ? Team.fromJSON(object.team) : undefined,
+      teams: globalThis.Array.isArray(object?.teams) ? object.teams.map((e: any) => Team.fromJSON(e)) : [],
+      expiresAt: isSet(object.expiresAt)
+        ? fromJsonTimestamp(object.expiresAt)
+        : isSet(object.expires_at)
+        ? fromJsonTimestamp(object.expires_at)
+        : undefined,
+    };
+  },
+
+  toJSON(message: SessionInfo): unknown {
+    const obj: any = {};
+    if (message.sessionId !== "") {
+      obj.sessionId = message.sessionId;
+    }
+    if (message.user !== undefined) {
+      obj.user = User.toJSON(message.user);
+    }
+    if (message.team !== undefined) {
+      obj.team = Team.toJSON(message.team);
+    }
+    if (message.teams?.length) {
+      obj.teams = message.teams.map((e) => Team.toJSON(e));
+    }
+    if (message.expiresAt !== undefined) {
+      obj.expiresAt = message.expiresAt.toISOString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SessionInfo>, I>>(base?: I): SessionInfo {
+    return SessionInfo.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SessionInfo>, I>>(object: I): SessionInfo {
+    const message = createBaseSessionInfo();
+    message.sessionId = object.sessionId ?? "";
+    message.user = (object.user !== undefined && object.user !== null) ? User.fromPartial(object.user) : undefined;
+    message.team = (object.team !== undefined && object.team !== null) ? Team.fromPartial(object.team) : undefined;
+    message.teams = object.teams?.map((e) => Team.fromPartial(e)) || [];
+    message.expiresAt = object.expiresAt ?? undefined;
+    return message;
+  },
+};
+
+function createBaseAuthenticateSessionRequest(): AuthenticateSessionRequest {
+  return { token: "" };
+}
+
+export const AuthenticateSessionRequest: MessageFns<AuthenticateSessionRequest> = {
+  encode(message: AuthenticateSessionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.token !== "") {
+      writer.uint32(10).string(message.token);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AuthenticateSessionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAuthenticateSessionRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.token = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AuthenticateSessionRequest {
+    return { token: isSet(object.token) ? globalThis.String(object.token) : "" };
+  },
+
+  toJSON(message: AuthenticateSessionRequest): unknown {
+    const obj: any = {};
+    if (message.token !== "") {
+      obj.token = message.token;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AuthenticateSessionRequest>, I>>(base?: I): AuthenticateSessionRequest {
+    return AuthenticateSessionRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AuthenticateSessionRequest>, I>>(object: I): AuthenticateSessionRequest {
+    const message = createBaseAuthenticateSessionRequest();
+    message.token = object.token ?? "";
+    return message;
+  },
+};
+
+function createBaseAuthenticateSessionResponse(): AuthenticateSessionResponse {
+  return { session: undefined, rateLimits: {} };
+}
+
+export const AuthenticateSessionResponse: MessageFns<AuthenticateSessionResponse> = {
+  encode(message: AuthenticateSessionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.session !== undefined) {
+      SessionInfo.encode(message.session, writer.uint32(10).fork()).join();
+    }
+    globalThis.Object.entries(message.rateLimits).forEach(([key, value]: [string, number]) => {
+      AuthenticateSessionResponse_RateLimitsEntry.encode({ key: key as any, value }, writer.uint32(18).fork()).join();
+    });
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AuthenticateSessionResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAuthenticateSessionResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.session = SessionInfo.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            const entry2 = AuthenticateSessionResponse_RateLimitsEntry.decode(reader, reader.uint32());
+            if (entry2.value !== undefined) {
+              message.rateLimits[entry2.key] = entry2.value;
+            }
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AuthenticateSessionResponse {
+    return {
+      session: isSet(object.session) ? SessionInfo.fromJSON(object.session) : undefined,
+      rateLimits: isObject(object.rateLimits)
+        ? (globalThis.Object.entries(object.rateLimits) as [string, any][]).reduce(
+          (acc: { [key: string]: number }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.Number(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : isObject(object.rate_limits)
+        ? (globalThis.Object.entries(object.rate_limits) as [string, any][]).reduce(
+          (acc: { [key: string]: number }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.Number(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
+    };
+  },
+
+  toJSON(message: AuthenticateSessionResponse): unknown {
+    const obj: any = {};
+    if (message.session !== undefined) {
+      obj.session = SessionInfo.toJSON(message.session);
+    }
+    if (message.rateLimits) {
+      const entries = globalThis.Object.entries(message.rateLimits) as [string, number][];
+      if (entries.length > 0) {
+        obj.rateLimits = {};
+        entries.forEach(([k, v]) => {
+          obj.rateLimits[k] = Math.round(v);
+        });
+      }
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AuthenticateSessionResponse>, I>>(base?: I): AuthenticateSessionResponse {
+    return AuthenticateSessionResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AuthenticateSessionResponse>, I>>(object: I): AuthenticateSessionResponse {
+    const message = createBaseAuthenticateSessionResponse();
+    message.session = (object.session !== undefined && object.session !== null)
+      ? SessionInfo.fromPartial(object.session)
+      : undefined;
+    message.rateLimits = (globalThis.Object.entries(object.rateLimits ?? {}) as [string, number][]).reduce(
+      (acc: { [key: string]: number }, [key, value]: [string, number]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.Number(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    return message;
+  },
+};
+
+function createBaseAuthenticateSessionResponse_RateLimitsEntry(): AuthenticateSessionResponse_RateLimitsEntry {
+  return { key: "", value: 0 };
+}
+
+export const AuthenticateSessionResponse_RateLimitsEntry: MessageFns<AuthenticateSessionResponse_RateLimitsEntry> = {
+  encode(
+    message: AuthenticateSessionResponse_RateLimitsEntry,
+    writer: BinaryWriter = new BinaryWriter(),
+  ): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== 0) {
+      writer.uint32(16).int32(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AuthenticateSessionResponse_RateLimitsEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAuthenticateSessionResponse_RateLimitsEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.value = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AuthenticateSessionResponse_RateLimitsEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? globalThis.Number(object.value) : 0,
+    };
+  },
+
+  toJSON(message: AuthenticateSessionResponse_RateLimitsEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== 0) {
+      obj.value = Math.round(message.value);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AuthenticateSessionResponse_RateLimitsEntry>, I>>(
+    base?: I,
+  ): AuthenticateSessionResponse_RateLimitsEntry {
+    return AuthenticateSessionResponse_RateLimitsEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AuthenticateSessionResponse_RateLimitsEntry>, I>>(
+    object: I,
+  ): AuthenticateSessionResponse_RateLimitsEntry {
+    const message = createBaseAuthenticateSessionResponse_RateLimitsEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? 0;
+    return message;
+  },
+};
+
+function createBaseSwitchSessionTeamRequest(): SwitchSessionTeamRequest {
+  return { token: "", teamId: "" };
+}
+
+export const SwitchSessionTeamRequest: MessageFns<SwitchSessionTeamRequest> = {
+  encode(message: SwitchSessionTeamRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.token !== "") {
+      writer.uint32(10).string(message.token);
+    }
+    if (message.teamId !== "") {
+      writer.uint32(18).string(message.teamId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SwitchSessionTeamRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSwitchSessionTeamRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.token = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.teamId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SwitchSessionTeamRequest {
+    return {
+      token: isSet(object.token) ? globalThis.String(object.token) : "",
+      teamId: isSet(object.teamId)
+        ? globalThis.String(object.teamId)
+        : isSet(object.team_id)
+        ? globalThis.String(object.team_id)
+        : "",
+    };
+  },
+
+  toJSON(message: SwitchSessionTeamRequest): unknown {
+    const obj: any = {};
+    if (message.token !== "") {
+      obj.token = message.token;
+    }
+    if (message.teamId !== "") {
+      obj.teamId = message.teamId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SwitchSessionTeamRequest>, I>>(base?: I): SwitchSessionTeamRequest {
+    return SwitchSessionTeamRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SwitchSessionTeamRequest>, I>>(object: I): SwitchSessionTeamRequest {
+    const message = createBaseSwitchSessionTeamRequest();
+    message.token = object.token ?? "";
+    message.teamId = object.teamId ?? "";
+    return message;
+  },
+};
+
+function createBaseRevokeSessionRequest(): RevokeSessionRequest {
+  return { token: "" };
+}
+
+export const RevokeSessionRequest: MessageFns<RevokeSessionRequest> = {
+  encode(message: RevokeSessionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.token !== "") {
+      writer.uint32(10).string(message.token);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RevokeSessionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRevokeSessionRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.token = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RevokeSessionRequest {
+    return { token: isSet(object.token) ? globalThis.String(object.token) : "" };
+  },
+
+  toJSON(message: RevokeSessionRequest): unknown {
+    const obj: any = {};
+    if (message.token !== "") {
+      obj.token = message.token;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RevokeSessionRequest>, I>>(base?: I): RevokeSessionRequest {
+    return RevokeSessionRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RevokeSessionRequest>, I>>(object: I): RevokeSessionRequest {
+    const message = createBaseRevokeSessionRequest();
+    message.token = object.token ?? "";
+    return message;
+  },
+};
+
+function createBaseRevokeSessionResponse(): RevokeSessionResponse {
+  return {};
+}
+
+export const RevokeSessionResponse: MessageFns<RevokeSessionResponse> = {
+  encode(_: RevokeSessionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RevokeSessionResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRevokeSessionResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): RevokeSessionResponse {
+    return {};
+  },
+
+  toJSON(_: RevokeSessionResponse): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RevokeSessionResponse>, I>>(base?: I): RevokeSessionResponse {
+    return RevokeSessionResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RevokeSessionResponse>, I>>(_: I): RevokeSessionResponse {
+    const message = createBaseRevokeSessionResponse();
+    return message;
+  },
+};
+
 /**
  * AuthService resolves bearer API keys for the gateway and manages teams,
  * API keys, settings, quotas and rate limits.
@@ -5143,6 +6459,82 @@ export const AuthServiceService = {
       Buffer.from(ReleaseQuotaResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ReleaseQuotaResponse => ReleaseQuotaResponse.decode(value),
   },
+  /**
+   * CreateUser creates a person who signs in with an email and a password and
+   * makes them a member of `team_id` (the operator CLI `mailfleet user
+   * create`). The email is unique, case-insensitively. When a user with that
+   * email already exists, they are added to the team (their password and name
+   * are left unchanged) and `created` is false. NOT_FOUND for an unknown team.
+   */
+  createUser: {
+    path: "/auth.v1.AuthService/CreateUser" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CreateUserRequest): Buffer => Buffer.from(CreateUserRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CreateUserRequest => CreateUserRequest.decode(value),
+    responseSerialize: (value: CreateUserResponse): Buffer => Buffer.from(CreateUserResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CreateUserResponse => CreateUserResponse.decode(value),
+  },
+  /**
+   * Login checks an email and a password and opens a session in the user's
+   * first team (oldest membership). UNAUTHENTICATED for an unknown email or a
+   * wrong password (the same message for both). Failed attempts are counted
+   * per email and per client IP; past the limit `rate_limited` is set and no
+   * password is checked.
+   */
+  login: {
+    path: "/auth.v1.AuthService/Login" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: LoginRequest): Buffer => Buffer.from(LoginRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): LoginRequest => LoginRequest.decode(value),
+    responseSerialize: (value: LoginResponse): Buffer => Buffer.from(LoginResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): LoginResponse => LoginResponse.decode(value),
+  },
+  /**
+   * AuthenticateSession resolves a session token (the console's cookie) to
+   * its user, current team, the user's teams and the team's rate limits. It is
+   * called on every cookie request (revocation is immediate) and keeps the
+   * session alive (idle expiry). UNAUTHENTICATED for an unknown, expired or
+   * revoked session, or when the user is no longer a member of its team.
+   */
+  authenticateSession: {
+    path: "/auth.v1.AuthService/AuthenticateSession" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: AuthenticateSessionRequest): Buffer =>
+      Buffer.from(AuthenticateSessionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): AuthenticateSessionRequest => AuthenticateSessionRequest.decode(value),
+    responseSerialize: (value: AuthenticateSessionResponse): Buffer =>
+      Buffer.from(AuthenticateSessionResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): AuthenticateSessionResponse => AuthenticateSessionResponse.decode(value),
+  },
+  /**
+   * SwitchSessionTeam changes the session's current team. NOT_FOUND when the
+   * user is not a member of that team.
+   */
+  switchSessionTeam: {
+    path: "/auth.v1.AuthService/SwitchSessionTeam" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SwitchSessionTeamRequest): Buffer =>
+      Buffer.from(SwitchSessionTeamRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SwitchSessionTeamRequest => SwitchSessionTeamRequest.decode(value),
+    responseSerialize: (value: AuthenticateSessionResponse): Buffer =>
+      Buffer.from(AuthenticateSessionResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): AuthenticateSessionResponse => AuthenticateSessionResponse.decode(value),
+  },
+  /** RevokeSession ends a session at once (sign-out); unknown tokens succeed. */
+  revokeSession: {
+    path: "/auth.v1.AuthService/RevokeSession" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RevokeSessionRequest): Buffer => Buffer.from(RevokeSessionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RevokeSessionRequest => RevokeSessionRequest.decode(value),
+    responseSerialize: (value: RevokeSessionResponse): Buffer =>
+      Buffer.from(RevokeSessionResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RevokeSessionResponse => RevokeSessionResponse.decode(value),
+  },
 } as const;
 
 export interface AuthServiceServer extends UntypedServiceImplementation {
@@ -5242,6 +6634,37 @@ export interface AuthServiceServer extends UntypedServiceImplementation {
    * quota of the day they were reserved for and to that day's month.
    */
   releaseQuota: handleUnaryCall<ReleaseQuotaRequest, ReleaseQuotaResponse>;
+  /**
+   * CreateUser creates a person who signs in with an email and a password and
+   * makes them a member of `team_id` (the operator CLI `mailfleet user
+   * create`). The email is unique, case-insensitively. When a user with that
+   * email already exists, they are added to the team (their password and name
+   * are left unchanged) and `created` is false. NOT_FOUND for an unknown team.
+   */
+  createUser: handleUnaryCall<CreateUserRequest, CreateUserResponse>;
+  /**
+   * Login checks an email and a password and opens a session in the user's
+   * first team (oldest membership). UNAUTHENTICATED for an unknown email or a
+   * wrong password (the same message for both). Failed attempts are counted
+   * per email and per client IP; past the limit `rate_limited` is set and no
+   * password is checked.
+   */
+  login: handleUnaryCall<LoginRequest, LoginResponse>;
+  /**
+   * AuthenticateSession resolves a session token (the console's cookie) to
+   * its user, current team, the user's teams and the team's rate limits. It is
+   * called on every cookie request (revocation is immediate) and keeps the
+   * session alive (idle expiry). UNAUTHENTICATED for an unknown, expired or
+   * revoked session, or when the user is no longer a member of its team.
+   */
+  authenticateSession: handleUnaryCall<AuthenticateSessionRequest, AuthenticateSessionResponse>;
+  /**
+   * SwitchSessionTeam changes the session's current team. NOT_FOUND when the
+   * user is not a member of that team.
+   */
+  switchSessionTeam: handleUnaryCall<SwitchSessionTeamRequest, AuthenticateSessionResponse>;
+  /** RevokeSession ends a session at once (sign-out); unknown tokens succeed. */
+  revokeSession: handleUnaryCall<RevokeSessionRequest, RevokeSessionResponse>;
 }
 
 export interface AuthServiceClient extends Client {
@@ -5564,6 +6987,107 @@ export interface AuthServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ReleaseQuotaResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * CreateUser creates a person who signs in with an email and a password and
+   * makes them a member of `team_id` (the operator CLI `mailfleet user
+   * create`). The email is unique, case-insensitively. When a user with that
+   * email already exists, they are added to the team (their password and name
+   * are left unchanged) and `created` is false. NOT_FOUND for an unknown team.
+   */
+  createUser(
+    request: CreateUserRequest,
+    callback: (error: ServiceError | null, response: CreateUserResponse) => void,
+  ): ClientUnaryCall;
+  createUser(
+    request: CreateUserRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CreateUserResponse) => void,
+  ): ClientUnaryCall;
+  createUser(
+    request: CreateUserRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CreateUserResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Login checks an email and a password and opens a session in the user's
+   * first team (oldest membership). UNAUTHENTICATED for an unknown email or a
+   * wrong password (the same message for both). Failed attempts are counted
+   * per email and per client IP; past the limit `rate_limited` is set and no
+   * password is checked.
+   */
+  login(
+    request: LoginRequest,
+    callback: (error: ServiceError | null, response: LoginResponse) => void,
+  ): ClientUnaryCall;
+  login(
+    request: LoginRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: LoginResponse) => void,
+  ): ClientUnaryCall;
+  login(
+    request: LoginRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: LoginResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * AuthenticateSession resolves a session token (the console's cookie) to
+   * its user, current team, the user's teams and the team's rate limits. It is
+   * called on every cookie request (revocation is immediate) and keeps the
+   * session alive (idle expiry). UNAUTHENTICATED for an unknown, expired or
+   * revoked session, or when the user is no longer a member of its team.
+   */
+  authenticateSession(
+    request: AuthenticateSessionRequest,
+    callback: (error: ServiceError | null, response: AuthenticateSessionResponse) => void,
+  ): ClientUnaryCall;
+  authenticateSession(
+    request: AuthenticateSessionRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: AuthenticateSessionResponse) => void,
+  ): ClientUnaryCall;
+  authenticateSession(
+    request: AuthenticateSessionRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: AuthenticateSessionResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * SwitchSessionTeam changes the session's current team. NOT_FOUND when the
+   * user is not a member of that team.
+   */
+  switchSessionTeam(
+    request: SwitchSessionTeamRequest,
+    callback: (error: ServiceError | null, response: AuthenticateSessionResponse) => void,
+  ): ClientUnaryCall;
+  switchSessionTeam(
+    request: SwitchSessionTeamRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: AuthenticateSessionResponse) => void,
+  ): ClientUnaryCall;
+  switchSessionTeam(
+    request: SwitchSessionTeamRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: AuthenticateSessionResponse) => void,
+  ): ClientUnaryCall;
+  /** RevokeSession ends a session at once (sign-out); unknown tokens succeed. */
+  revokeSession(
+    request: RevokeSessionRequest,
+    callback: (error: ServiceError | null, response: RevokeSessionResponse) => void,
+  ): ClientUnaryCall;
+  revokeSession(
+    request: RevokeSessionRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RevokeSessionResponse) => void,
+  ): ClientUnaryCall;
+  revokeSession(
+    request: RevokeSessionRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RevokeSessionResponse) => void,
   ): ClientUnaryCall;
 }
 
