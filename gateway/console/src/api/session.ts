@@ -1,17 +1,10 @@
-// REPLACE once console-auth is merged: these routes come from CONSOLE-CONTRACT.md and are not yet in
-// this branch's OpenAPI document; when they are, use `api` from ./client with the generated types.
-import { request } from './client';
+// /v1/session is generated (schema.ts). REPLACE the rest once console-auth's stage 2 is merged: users,
+// invites and the dev inbox are typed here from CONSOLE-CONTRACT.md until they are in the OpenAPI document.
+import { api, request, unwrap } from './client';
+import type { paths } from './schema';
 
-export interface TeamRef {
-  id: string;
-  name: string;
-}
-export interface Session {
-  user: { id: string; email: string; name: string | null };
-  team: TeamRef;
-  teams: TeamRef[];
-  expiresAt: string;
-}
+export type Session = paths['/v1/session']['get']['responses'][200]['content']['application/json'];
+export type TeamRef = Session['team'];
 export interface TeamUser {
   id: string;
   email: string;
@@ -56,10 +49,10 @@ export interface InboxMessage {
 }
 
 export const sessionApi = {
-  get: () => request<Session>('GET', '/v1/session'),
-  signIn: (email: string, password: string) => request<Session>('POST', '/v1/session', { email, password }),
-  switchTeam: (teamId: string) => request<Session>('PATCH', '/v1/session', { teamId }),
-  signOut: () => request<void>('DELETE', '/v1/session'),
+  get: () => unwrap(api.GET('/v1/session')),
+  signIn: (email: string, password: string) => unwrap(api.POST('/v1/session', { body: { email, password } })),
+  switchTeam: (teamId: string) => unwrap(api.PATCH('/v1/session', { body: { teamId } })),
+  signOut: () => unwrap(api.DELETE('/v1/session')),
   acceptInvite: (token: string, password: string, name?: string) =>
     request<Session>('POST', '/v1/invites/accept', { token, password, ...(name ? { name } : {}) }),
   users: () => request<{ data: TeamUser[] }>('GET', '/v1/users'),
