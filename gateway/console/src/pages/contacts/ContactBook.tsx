@@ -253,7 +253,7 @@ export default function ContactBook() {
           {imp.errors.length > 0 ? (
             <details open={imp.errors.length <= 20}>
               <summary>Rows refused ({imp.errors.length})</summary>
-              <div className="table-wrap">
+              <div className="table-wrap" tabIndex={0} role="region" aria-label="Rows refused">
                 <table>
                   <thead>
                     <tr>

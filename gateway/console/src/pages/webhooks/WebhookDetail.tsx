@@ -145,9 +145,11 @@ export default function WebhookDetail() {
           </>
         ) : null}
         <dt>Status</dt>
-        <dd role="status">
-          <Status value={w.status} />
-          {w.status === 'FAILED' ? ' paused after repeated failures: fix the endpoint, then Activate' : ''}
+        <dd>
+          <span role="status">
+            <Status value={w.status} />
+            {w.status === 'FAILED' ? ' paused after repeated failures: fix the endpoint, then Activate' : ''}
+          </span>
         </dd>
         <dt>Secret</dt>
         <dd className="mono">{w.secret}</dd>
@@ -195,7 +197,8 @@ export default function WebhookDetail() {
         <p className="empty">No delivery {status ? `with status ${status}` : 'yet'}: send a test event, or wait for an event of the types above.</p>
       ) : null}
       {deliveries.data && deliveries.data.data.length > 0 ? (
-        <div className="table-wrap">
+        // Focusable so a keyboard can scroll it sideways on a phone (rows may hold no button).
+        <div className="table-wrap" tabIndex={0} role="region" aria-label="Deliveries">
           <table>
             <thead>
               <tr>
