@@ -201,17 +201,19 @@ describe('console-pages in a browser', () => {
     await expect.poll(() => page.getByRole('alert').textContent(), { timeout: 15_000 }).toContain('{{service_unsubscribe_url}}');
     await page.getByLabel('Body', { exact: true }).fill('<p>Hello {{firstName}},</p><p><a href="{{service_unsubscribe_url}}">Unsubscribe</a></p>');
 
-    // Send now, in batches of 20 one minute apart: the first batch goes at once, the second after the window.
+    // Send now, in batches of 20, 30 minutes apart (the e2e platform's batch "minute" is a second):
+    // the first batch goes at once, the second after the window.
     await page.getByLabel('Send now').check();
     await page.getByLabel(/^Batch size/).fill('20');
-    await page.getByLabel(/^Batch window/).fill('1');
+    await page.getByLabel(/^Batch window/).fill('30');
     await page.getByRole('button', { name: 'Send campaign' }).click();
     await page.getByRole('heading', { level: 1, name }).waitFor();
     const campaignId = decodeURIComponent(new URL(page.url()).pathname.split('/').pop() ?? '');
 
     const bar = page.getByRole('progressbar', { name: 'Sending progress' });
-    await expect.poll(async () => Number(await bar.getAttribute('aria-valuenow')), { timeout: 30_000 }).toBeGreaterThanOrEqual(20);
+    await expect.poll(async () => Number(await bar.getAttribute('aria-valuenow')), { timeout: 30_000 }).toBe(20);
     expect(await bar.getAttribute('aria-valuemax')).toBe('40');
+    await page.getByRole('status').filter({ hasText: 'SENDING' }).first().waitFor();
     await expectAccessibleWithPreview(page, 'campaign detail (sending)');
     await screenshot(page, 'campaign');
 
@@ -223,8 +225,8 @@ describe('console-pages in a browser', () => {
     await page.getByRole('button', { name: 'Pause' }).waitFor();
 
     // The bar finishes and the page says COMPLETED, as the API does.
-    await page.getByRole('status').filter({ hasText: 'COMPLETED' }).first().waitFor({ timeout: 120_000 });
-    await expect.poll(() => bar.getAttribute('aria-valuenow'), { timeout: 10_000 }).toBe('40');
+    await page.getByRole('status').filter({ hasText: 'COMPLETED' }).first().waitFor({ timeout: 90_000 });
+    await expect.poll(() => bar.getAttribute('aria-valuenow'), { timeout: 30_000 }).toBe('40');
     const done = (await api('GET', `/v1/campaigns/${campaignId}`, { token })).body as { status: string; total: number; sent: number };
     expect(done).toMatchObject({ status: 'COMPLETED', total: 40, sent: 40 });
   }, 180_000);

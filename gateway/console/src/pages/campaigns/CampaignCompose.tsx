@@ -165,7 +165,7 @@ export default function CampaignCompose() {
           </fieldset>
           <label style={{ width: '100%' }}>
             Body
-            <textarea required rows={12} className="mono" value={body} onChange={(e) => setBody(e.target.value)} aria-describedby="placeholders-help" />
+            <textarea required rows={12} className="mono" aria-label="Body" value={body} onChange={(e) => setBody(e.target.value)} aria-describedby="placeholders-help" />
           </label>
           <p id="placeholders-help" className="muted">
             Placeholders: {'{{firstName}}'}, {'{{lastName}}'}, {'{{email}}'}, {'{{properties.KEY}}'} and the required {'{{service_unsubscribe_url}}'}.

@@ -22,11 +22,15 @@ export default function CampaignDetail() {
   const campaign = useQuery({
     queryKey: ['campaign', id],
     queryFn: () => unwrap(api.GET('/v1/campaigns/{campaignId}', path)),
-    // Live progress while it sends or waits for its time; counters of delivery keep moving for a
-    // while after the last batch, so a completed campaign is still refreshed, less often.
+    // Live progress while it sends or waits for its time. COMPLETED means every email was handed
+    // over; `sent` follows the mail itself, so polling goes on until it reaches the total, then slows
+    // down for the delivery counters.
     refetchInterval: (q) => {
-      const s = q.state.data?.status;
-      return s === 'SENDING' || s === 'SCHEDULED' ? 1_500 : s === 'COMPLETED' ? 10_000 : false;
+      const d = q.state.data;
+      if (!d) return false;
+      if (d.status === 'SENDING' || d.status === 'SCHEDULED') return 1_500;
+      if (d.status === 'COMPLETED') return d.sent < d.total ? 1_500 : 10_000;
+      return false;
     },
   });
   const changed = () => {
@@ -105,7 +109,12 @@ export default function CampaignDetail() {
       ) : null}
       <ErrorBox error={pause.error ?? resume.error ?? schedule.error ?? remove.error} />
 
-      <Progress label="Sending progress" value={c.sent} max={c.total} detail={c.status === 'COMPLETED' ? 'completed' : c.status.toLowerCase()} />
+      <Progress
+        label="Sending progress"
+        value={c.sent}
+        max={c.total}
+        detail={c.status === 'COMPLETED' ? (c.sent < c.total ? 'all handed over, sending' : 'completed') : c.status.toLowerCase()}
+      />
       {c.total > 0 ? <Progress label="Delivered" value={c.delivered} max={c.total} /> : null}
 
       <div className="cards" style={{ marginTop: '1rem' }}>

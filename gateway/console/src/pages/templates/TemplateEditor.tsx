@@ -110,11 +110,11 @@ export default function TemplateEditor() {
           </label>
           <label style={{ width: '100%' }}>
             HTML
-            <textarea rows={12} className="mono" value={html} onChange={(e) => change(setHtml)(e.target.value)} />
+            <textarea rows={12} className="mono" aria-label="HTML" value={html} onChange={(e) => change(setHtml)(e.target.value)} />
           </label>
           <label style={{ width: '100%' }}>
             Plain text version
-            <textarea rows={6} className="mono" value={content} onChange={(e) => change(setContent)(e.target.value)} />
+            <textarea rows={6} className="mono" aria-label="Plain text version" value={content} onChange={(e) => change(setContent)(e.target.value)} />
           </label>
           <div className="row">
             <button type="submit" className="primary" disabled={save.isPending}>
