@@ -27,6 +27,26 @@ async function expectAccessibleWithPreview(p: Page, what: string): Promise<void>
   expect(bad.map((v) => `${v.id} (${v.impact}): ${v.help}\n  ${v.nodes.map((n) => n.target.join(' ')).slice(0, 5).join('\n  ')}`), `accessibility of ${what}`).toEqual([]);
 }
 
+/**
+ * At 390 px wide the page's content stays inside main (tables scroll in their own box), then axe
+ * again; back to the desktop size after. (The evaluated code is a string: the tests are type-checked
+ * without the DOM library.)
+ */
+async function expectFitsPhone(p: Page, what: string): Promise<void> {
+  await p.setViewportSize(PHONE);
+  try {
+    const wide = await p.evaluate<string[]>(
+      `(() => { const edge = document.querySelector('main').getBoundingClientRect().right; return [...document.querySelectorAll('main *')]` +
+        `.filter((e) => e.getBoundingClientRect().right > edge + 1 && !(e.parentElement && e.parentElement.closest('.table-wrap')) && !e.closest('.sr-only'))` +
+        `.map((e) => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right)).slice(0, 8); })()`,
+    );
+    expect(wide, `${what} at ${PHONE.width} px`).toEqual([]);
+    await expectAccessibleWithPreview(p, `${what} at ${PHONE.width} px`);
+  } finally {
+    await p.setViewportSize(DESKTOP);
+  }
+}
+
 const tag = () => randomBytes(3).toString('hex');
 const inbox = (local: string) => `${local}@inbox.mailfleet-e2e.test`;
 
@@ -117,21 +137,7 @@ describe('console-pages in a browser', () => {
     expect(csv[0]).toBe('email,firstName,lastName,subscribed,plan');
     expect(csv.length).toBe(1001);
 
-    // 390 px wide: the page does not overflow sideways (tables scroll in their own box).
-    await page.setViewportSize(PHONE);
-    try {
-      // The page's content stays inside main (tables scroll in their own box); the elements sticking out, named.
-      // (A string: the tests are type-checked without the DOM library.)
-      const wide = await page.evaluate<string[]>(
-        `(() => { const edge = document.querySelector('main').getBoundingClientRect().right; return [...document.querySelectorAll('main *')]` +
-          `.filter((e) => e.getBoundingClientRect().right > edge + 1 && !(e.parentElement && e.parentElement.closest('.table-wrap')) && !e.closest('.sr-only'))` +
-          `.map((e) => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right)).slice(0, 8); })()`,
-      );
-      expect(wide).toEqual([]);
-      await expectAccessible(page, 'contact book at 390 px');
-    } finally {
-      await page.setViewportSize(DESKTOP);
-    }
+    await expectFitsPhone(page, 'contact book');
   });
 
   it('creates a template with a live preview of its variables', async () => {
@@ -152,6 +158,7 @@ describe('console-pages in a browser', () => {
     await expect.poll(() => frame.getAttribute('srcdoc'), { timeout: 10_000 }).toContain('<h1>Hi Ada</h1><p>Your plan: Pro &amp; more</p>');
     await page.getByText('Subject: Welcome, Ada').waitFor();
     await expectAccessibleWithPreview(page, 'template editor');
+    await expectFitsPhone(page, 'template editor');
     await page.getByRole('button', { name: 'Create template' }).click();
     await page.getByRole('heading', { level: 1, name: `Template: ${name}` }).waitFor();
     const list = (await api('GET', '/v1/templates', { token })).body as { name: string; subject: string }[];
@@ -193,6 +200,7 @@ describe('console-pages in a browser', () => {
     await page.getByLabel(/^Send at/).fill('when pigs fly');
     await page.getByText('Not a date or time the platform understands').waitFor();
     await expectAccessibleWithPreview(page, 'campaign compose');
+    await expectFitsPhone(page, 'campaign compose');
 
     // The API's own message when it refuses: a body without the unsubscribe link.
     await page.getByLabel('Save as a draft').check();
@@ -244,6 +252,7 @@ describe('console-pages in a browser', () => {
     await page.getByRole('combobox', { name: 'Reason' }).last().selectOption('MANUAL');
     await page.getByRole('row').filter({ hasText: address }).waitFor();
     await expectAccessible(page, 'suppressions (filtered)');
+    await expectFitsPhone(page, 'suppressions');
     await page.getByRole('button', { name: `Remove ${address}` }).click();
     await page.getByText('No suppression matches these filters').waitFor();
     const left = (await api('GET', `/v1/suppressions?search=${encodeURIComponent(address)}`, { token })).body as { total: number };
@@ -254,6 +263,7 @@ describe('console-pages in a browser', () => {
     await openPage(page, '/webhooks', 'Webhooks');
     await page.getByText('No webhook yet').waitFor();
     await expectAccessible(page, 'webhooks (empty)');
+    await expectFitsPhone(page, 'webhooks');
     const path = `/console-${tag()}`;
     await page.getByLabel('Endpoint URL (HTTPS)').fill(`${receiver.url}${path}`);
     await page.getByLabel('All domain events').check();
@@ -274,6 +284,7 @@ describe('console-pages in a browser', () => {
     await expect.poll(() => receiver.requests().filter((r) => r.path === path).length, { timeout: 10_000 }).toBeGreaterThanOrEqual(1);
     await page.getByRole('cell', { name: 'webhook.test' }).first().waitFor();
     await expectAccessible(page, 'webhook detail');
+    await expectFitsPhone(page, 'webhook detail');
 
     await page.getByRole('button', { name: 'Pause' }).click();
     await page.getByRole('button', { name: 'Activate' }).waitFor();
