@@ -86,9 +86,17 @@ export default function ContactBook() {
   const contactsPath = { params: { path: { contactBookId: bookId } } };
 
   const book = useQuery({ queryKey: ['contact-book', bookId], queryFn: () => unwrap(api.GET('/v1/contactBooks/{id}', bookPath)) });
+  // A whole address is looked up in the whole book (the API's `emails` filter); anything else
+  // filters the page shown by address and name (the API has no substring search).
+  const exact = /^[^\s@,]+@[^\s@,]+\.[^\s@,]+$/.test(search.trim()) ? search.trim() : '';
   const contacts = useQuery({
-    queryKey: ['contacts', bookId, page],
-    queryFn: () => unwrap(api.GET('/v1/contactBooks/{contactBookId}/contacts', { params: { path: { contactBookId: bookId }, query: { page, limit: PAGE } } })),
+    queryKey: ['contacts', bookId, page, exact],
+    queryFn: () =>
+      unwrap(
+        api.GET('/v1/contactBooks/{contactBookId}/contacts', {
+          params: { path: { contactBookId: bookId }, query: exact ? { emails: exact } : { page, limit: PAGE } },
+        }),
+      ),
   });
   const refresh = () => {
     void qc.invalidateQueries({ queryKey: ['contacts', bookId] });
@@ -300,10 +308,11 @@ export default function ContactBook() {
       </form>
       <ErrorBox error={contacts.error ?? update.error ?? remove.error} />
       {contacts.isPending ? <Loading /> : null}
-      {contacts.data && contacts.data.length === 0 && page === 1 ? (
+      {contacts.data && contacts.data.length === 0 && exact ? <Empty title="No contact with this address">Add it with “Add contact”.</Empty> : null}
+      {contacts.data && contacts.data.length === 0 && page === 1 && !exact ? (
         <Empty title="This book has no contact yet">Add one with “Add contact”, or import a CSV file with an email column (first name, last name and other columns are kept).</Empty>
       ) : null}
-      {contacts.data && contacts.data.length > 0 && rows.length === 0 ? <Empty title="No contact matches this search">Search looks at the addresses and names of this page.</Empty> : null}
+      {contacts.data && contacts.data.length > 0 && rows.length === 0 ? <Empty title="No contact matches this search">A whole address is looked up in the whole book; a part of one, or a name, in the page shown.</Empty> : null}
       {rows.length > 0 ? (
         <div className="table-wrap">
           <table>
@@ -380,7 +389,7 @@ export default function ContactBook() {
           </table>
         </div>
       ) : null}
-      {contacts.data ? <Pager page={page} hasNext={contacts.data.length === PAGE} onPage={setPage} /> : null}
+      {contacts.data && !exact ? <Pager page={page} hasNext={contacts.data.length === PAGE} onPage={setPage} /> : null}
     </>
   );
 }
