@@ -199,7 +199,7 @@ describe('console-pages in a browser', () => {
     await page.getByLabel('Schedule', { exact: true }).check();
     await page.getByLabel(/^Send at/).fill('in 2 hours');
     const resolvedText = await page.locator('#resolved-time').textContent();
-    const iso = /\((\d{4}-\d{2}-\d{2}T[^)]+)\)/.exec(resolvedText ?? '')?.[1];
+    const iso = /\((\d{4}-\d{2}-\d{2}T[\d:.]+Z),/.exec(resolvedText ?? '')?.[1];
     expect(iso, resolvedText ?? '').toBeTruthy();
     expect(Math.abs(new Date(iso!).getTime() - (Date.now() + 2 * 3600_000))).toBeLessThan(120_000);
     await page.getByLabel(/^Send at/).fill('when pigs fly');

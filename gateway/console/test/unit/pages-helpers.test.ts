@@ -62,12 +62,15 @@ describe('placeholders', () => {
 });
 
 describe('schedule preview', () => {
-  const now = new Date('2026-03-10T10:00:00');
-  it('reads words forward from now, ISO 8601 as is, and nothing from nonsense', () => {
+  const now = new Date('2026-03-10T10:00:00Z');
+  it('reads words forward from now in UTC (the platform\'s default zone), ISO 8601 without an offset as UTC, and nothing from nonsense', () => {
     expect(resolveSchedule('in 2 hours', now)?.getTime()).toBe(now.getTime() + 2 * 3600_000);
-    const tomorrow = resolveSchedule('tomorrow at 9am', now);
-    expect([tomorrow?.getDate(), tomorrow?.getHours(), tomorrow?.getMinutes()]).toEqual([11, 9, 0]);
+    expect(resolveSchedule('tomorrow at 9am', now)?.toISOString()).toBe('2026-03-11T09:00:00.000Z');
+    // 9am already passed today: forward to tomorrow, as the service reads it.
+    expect(resolveSchedule('9am', now)?.toISOString()).toBe('2026-03-11T09:00:00.000Z');
     expect(resolveSchedule('2026-04-01T08:30:00Z', now)?.toISOString()).toBe('2026-04-01T08:30:00.000Z');
+    expect(resolveSchedule('2026-04-01T08:30', now)?.toISOString()).toBe('2026-04-01T08:30:00.000Z');
+    expect(resolveSchedule('2026-04-01T08:30:00+02:00', now)?.toISOString()).toBe('2026-04-01T06:30:00.000Z');
     expect(resolveSchedule('when pigs fly', now)).toBeNull();
     expect(resolveSchedule('  ', now)).toBeNull();
   });

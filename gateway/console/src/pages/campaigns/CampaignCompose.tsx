@@ -4,7 +4,7 @@ import { Link, useNavigate } from 'react-router';
 import { api, unwrap } from '../../api/client';
 import { ErrorBox, MailFrame, PageHeader } from '../../components/ui';
 import { contactValues, fillPlaceholders, placeholdersOf, textAsHtml } from '../shared/placeholders';
-import { resolveSchedule } from './schedule';
+import { describeSchedule, resolveSchedule } from './schedule';
 
 const STARTER_HTML = '<p>Hello {{firstName}},</p>\n<p>Write your message here.</p>\n<p><a href="{{service_unsubscribe_url}}">Unsubscribe</a></p>';
 const STARTER_TEXT = 'Hello {{firstName}},\n\nWrite your message here.\n\nUnsubscribe: {{service_unsubscribe_url}}';
@@ -196,7 +196,7 @@ export default function CampaignCompose() {
                   <input value={scheduledAt} onChange={(e) => setScheduledAt(e.target.value)} aria-describedby="resolved-time" />
                 </label>
                 <p id="resolved-time" role="status" className={resolved ? undefined : 'error'}>
-                  {resolved ? `Resolves to ${resolved.toLocaleString()} (${resolved.toISOString()})` : 'Not a date or time the platform understands'}
+                  {resolved ? describeSchedule(resolved) : 'Not a date or time the platform understands'}
                 </p>
               </>
             ) : null}

@@ -5,7 +5,7 @@ import { api, unwrap } from '../../api/client';
 import { ErrorBox, formatDate, Loading, MailFrame, PageHeader, Status } from '../../components/ui';
 import { Progress } from '../shared/Progress';
 import { textAsHtml } from '../shared/placeholders';
-import { resolveSchedule } from './schedule';
+import { describeSchedule, resolveSchedule } from './schedule';
 
 const COUNTERS = ['total', 'sent', 'delivered', 'opened', 'clicked', 'bounced', 'hardBounced', 'complained', 'unsubscribed'] as const;
 const LABELS: Record<(typeof COUNTERS)[number], string> = {
@@ -148,7 +148,7 @@ export default function CampaignDetail() {
             </button>
           </form>
           <p id="resched-time" className="muted" role="status">
-            {scheduleText.trim() ? (resolved ? `Resolves to ${resolved.toLocaleString()}` : 'Not a date or time the platform understands') : ''}
+            {scheduleText.trim() ? (resolved ? describeSchedule(resolved) : 'Not a date or time the platform understands') : ''}
           </p>
         </>
       ) : null}
