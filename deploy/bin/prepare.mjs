@@ -94,6 +94,40 @@ export async function build(root = repoRoot) {
   await mustRun(command, args, { cwd: root });
 }
 
+function newestMtime(entry) {
+  const stat = fs.statSync(entry, { throwIfNoEntry: false });
+  if (!stat) return 0;
+  if (!stat.isDirectory()) return stat.mtimeMs;
+  let newest = stat.mtimeMs;
+  for (const name of fs.readdirSync(entry)) newest = Math.max(newest, newestMtime(path.join(entry, name)));
+  return newest;
+}
+
+/** Why the web console needs a build, or undefined when gateway/console/dist is newer than its sources. */
+export function consoleBuildReason(root = repoRoot) {
+  const dir = path.join(root, 'gateway', 'console');
+  if (!fs.existsSync(path.join(dir, 'package.json'))) return undefined;
+  const built = mtime(path.join(dir, 'dist', 'index.html'));
+  if (built === undefined) return 'gateway/console/dist is missing';
+  const sources = ['src', 'index.html', 'vite.config.ts', 'package.json'].map((f) => newestMtime(path.join(dir, f)));
+  if (Math.max(...sources) > built) return 'its sources changed';
+  return undefined;
+}
+
+/** The web console (vite), served by the gateway from gateway/console/dist; skipped when up to date. */
+export async function buildConsole(root = repoRoot) {
+  const reason = consoleBuildReason(root);
+  if (!reason) return;
+  say(`building the web console (${reason})`);
+  const { code, output } = await runQuiet('npm', ['run', 'build', '--silent', '-w', 'gateway/console'], { cwd: root });
+  if (code !== 0) {
+    process.stderr.write(output);
+    throw new Error(`the web console build failed with exit code ${code} (its output is above)`);
+  }
+  const size = /initial JS: [^\n]+/.exec(output);
+  if (size) say(`console ${size[0]}`);
+}
+
 export async function binaries(root = repoRoot, { buildDeploy = true } = {}) {
   // The Go build steps live in deploy's TypeScript; with --binaries-only nothing else is built yet.
   if (buildDeploy) {
@@ -116,7 +150,10 @@ function checkNode() {
 export async function prepare({ root = repoRoot, skipInstall = false, skipBuild = false, skipBinaries = false } = {}) {
   checkNode();
   if (!skipInstall) await install(root);
-  if (!skipBuild) await build(root);
+  if (!skipBuild) {
+    await build(root);
+    await buildConsole(root);
+  }
   if (!skipBinaries) await binaries(root, { buildDeploy: skipBuild });
 }
 

@@ -84,6 +84,12 @@ assemble() {
       done
   fi
 
+  # The gateway serves the built web console (static files, CONSOLE_DIR's default location).
+  if [ "$service" = gateway ] && [ -d "$build/gateway/console/dist" ]; then
+    mkdir -p "$out/gateway/console"
+    cp -R "$build/gateway/console/dist" "$out/gateway/console/dist"
+  fi
+
   # One stable entry for every image: `node main.js` (Node resolves the link, so
   # import.meta.url and relative imports are those of the real file).
   ln -sf "$entry" "$out/main.js"

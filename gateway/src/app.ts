@@ -4,6 +4,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import { runWithRequestContext, sanitizeRequestId, type Logger } from '@mailfleet/kit';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type RouteHandlerMethod } from 'fastify';
 import type { Registry } from 'prom-client';
+import { consolePlugin } from './plugins/console.plugin.js';
 import { authPlugin, type Authenticator, type Principal, type SessionAuthenticator } from './plugins/auth.plugin.js';
 import { errorsPlugin } from './plugins/errors.plugin.js';
 import { metricsPlugin } from './plugins/metrics.plugin.js';
@@ -27,6 +28,8 @@ export interface AppDeps {
   readonly areas?: readonly ((app: FastifyInstance) => Promise<void>)[];
   readonly trustProxy?: boolean;
   readonly bodyLimitBytes?: number;
+  /** The built web console (gateway/console/dist), served at `/`; absent: API only. */
+  readonly consoleDir?: string;
 }
 
 /** Every /v1 route is also served under /api/v1, so useSend/Unsend SDK clients work unchanged. */
@@ -93,6 +96,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       for (const area of deps.areas ?? []) await v1.register(area);
     }, { prefix });
   }
+
+  if (deps.consoleDir) await app.register(consolePlugin, { dir: deps.consoleDir });
 
   app.get('/v1/openapi.json', { schema: { hide: true }, config: { public: true } }, async () => app.swagger());
   // swagger-ui's own routes are public.

@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import { address, bool, ConfigError, int, loadConfig, oneOf, port, str, type ConfigOf, type Env } from '@mailfleet/kit';
 
 export function gatewayConfigSpec() {
@@ -28,6 +29,8 @@ export function gatewayConfigSpec() {
     keyTouchIntervalMs: int('KEY_TOUCH_INTERVAL_MS', 10_000, 100),
     /** Trust X-Forwarded-* from the ingress in front of the gateway. */
     trustProxy: bool('TRUST_PROXY', false),
+    /** The built web console served at `/` (default: the console package's dist next to this one). */
+    consoleDir: str('CONSOLE_DIR', fileURLToPath(new URL('../console/dist', import.meta.url))),
     /**
      * The address people open the console at (e.g. https://mail.example.com). When set, its origin is the only
      * one the Origin rule accepts and an https URL makes the session cookie Secure; when empty the request's own

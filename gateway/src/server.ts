@@ -62,6 +62,7 @@ const app = await buildApp({
   }),
   info: { version: pkg.version, environment: config.localMode ? 'local' : config.environment, startedAt: Date.now(), draining: () => draining },
   trustProxy: config.trustProxy,
+  consoleDir: config.consoleDir,
 });
 
 // Order: fail health for SHUTDOWN_DELAY_MS so the load balancer stops routing here, stop taking requests and finish in-flight ones, flush last-use times and rate-limit counts, stop listening, close channels.
