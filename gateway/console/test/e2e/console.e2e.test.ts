@@ -134,6 +134,8 @@ describe('console-ui pages in a browser', () => {
     await openPage(page, '/', 'Overview');
     await page.getByText('Sent today (UTC)').waitFor();
     await page.locator('.chart canvas').first().waitFor({ timeout: 30_000 });
+    // The one email this team sent, counted in the period's totals (the chart's numbers as a table).
+    await expect.poll(async () => (await page.locator('table').first().locator('tbody td').first().textContent({ timeout: 1000 }))?.trim(), { timeout: 30_000 }).toBe('1');
     await expectAccessible(page, 'overview');
     await screenshot(page, 'overview');
     await openPage(page, '/settings', 'Settings');
