@@ -135,7 +135,7 @@ describe('console-ui pages in a browser', () => {
     await page.getByText('Sent today (UTC)').waitFor();
     await page.locator('.chart canvas').first().waitFor({ timeout: 30_000 });
     // The one email this team sent, counted in the period's totals (the chart's numbers as a table).
-    await expect.poll(async () => (await page.locator('table').first().locator('tbody td').first().textContent({ timeout: 1000 }))?.trim(), { timeout: 30_000 }).toBe('1');
+    await expect.poll(async () => (await page.getByRole('table', { name: /^Totals of the last/ }).locator('tbody td').first().textContent({ timeout: 1000 }))?.trim(), { timeout: 30_000 }).toBe('1');
     await expectAccessible(page, 'overview');
     await screenshot(page, 'overview');
     await openPage(page, '/settings', 'Settings');
