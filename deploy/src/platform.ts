@@ -395,6 +395,8 @@ export async function startPlatform(opts: PlatformOptions = {}): Promise<Platfor
           // The gateway's CSRF rule accepts only PUBLIC_URL's origin when it is set. Locally the console is opened as
           // 127.0.0.1 or localhost alike, so the gateway gets PUBLIC_URL only when the operator chose one.
           PUBLIC_URL: lookup('PUBLIC_URL') ?? '',
+          // The console's dev inbox reads the embedded sink's mail dir; without a sink of its own it is 404.
+          MAILFLEET_DEV_INBOX_DIR: !external.smtp && mailDir ? mailDir : '',
         },
         probe: async () => {
           const status = await probeHttp(`${gatewayUrl}/v1/health`);

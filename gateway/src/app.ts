@@ -75,8 +75,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         version: deps.info.version,
         description: 'Transactional and campaign email: send, domains, contacts, campaigns, suppressions, analytics and signed webhooks.',
       },
-      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'API key' } } },
-      security: [{ bearerAuth: [] }],
+      components: {
+        securitySchemes: {
+          bearerAuth: { type: 'http', scheme: 'bearer', description: 'API key' },
+          cookieAuth: { type: 'apiKey', in: 'cookie', name: 'mf_session', description: 'the console\'s session (POST /v1/session); state-changing requests need the gateway\'s own Origin' },
+        },
+      },
+      security: [{ bearerAuth: [] }, { cookieAuth: [] }],
     },
   });
   await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { docExpansion: 'list' } });

@@ -37,6 +37,13 @@ export function gatewayConfigSpec() {
      * scheme://host is used (local mode, where the same gateway is reached as 127.0.0.1 and as localhost).
      */
     publicUrl: str('PUBLIC_URL', ''),
+    /**
+     * The embedded SMTP sink's mail dir, set by the local runner (`npm start`) when it runs the sink: the
+     * console's dev inbox (/v1/dev/inbox) reads it. Empty (every other deployment): those routes are 404.
+     */
+    devInboxDir: str('MAILFLEET_DEV_INBOX_DIR', ''),
+    /** Local mode's data dir (the local DNS server's state, for the dev inbox's DKIM check). */
+    dataDir: str('MAILFLEET_DATA_DIR', ''),
     authAddr: address('AUTH_GRPC_ADDR', '127.0.0.1:50051'),
     domainsAddr: address('DOMAINS_GRPC_ADDR', '127.0.0.1:50052'),
     contactsAddr: address('CONTACTS_GRPC_ADDR', '127.0.0.1:50053'),

@@ -1,10 +1,12 @@
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import {
   ConfigError, connectNats, createLifecycle, createLogger, createMetrics, retryUntil, startMetricsServer,
 } from '@mailfleet/kit';
 import { buildApp } from './app.js';
 import { createAuthCache } from './clients/auth-cache.js';
 import { createAuthAuthenticator, createAuthFold } from './clients/authenticator.js';
+import { createDevInbox } from './clients/dev-inbox.js';
 import { listenForKeyRevocations } from './clients/key-revocations.js';
 import { createKeyTouchBuffer } from './clients/key-touches.js';
 import { createRateLimiter } from './clients/rate-limiter.js';
@@ -54,7 +56,10 @@ const app = await buildApp({
   publicUrl: config.publicUrl || undefined,
   onAuthenticated: (p) => touches.record(p),
   rateLimitCheck: (principal, family, cost) => limiter.check(principal, family, cost),
-  areas: v1Areas({ upstreams, onKeyDeleted: (keyId) => cache.revokeKey(keyId), publicUrl: config.publicUrl || undefined }),
+  areas: v1Areas({
+    upstreams, onKeyDeleted: (keyId) => cache.revokeKey(keyId), publicUrl: config.publicUrl || undefined,
+    ...(config.devInboxDir ? { devInbox: createDevInbox({ mailDir: config.devInboxDir, dataDir: config.dataDir || path.dirname(config.devInboxDir) }) } : {}),
+  }),
   info: { version: pkg.version, environment: config.localMode ? 'local' : config.environment, startedAt: Date.now(), draining: () => draining },
   trustProxy: config.trustProxy,
   consoleDir: config.consoleDir,

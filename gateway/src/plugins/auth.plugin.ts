@@ -80,8 +80,14 @@ export function sessionCookie(token: string, maxAgeSeconds: number, secure: bool
   return parts.join('; ');
 }
 
-export function setSessionCookie(request: FastifyRequest, reply: FastifyReply, opts: CookieOptions, token: string, expiresAt: string): void {
-  reply.header('set-cookie', sessionCookie(token, (Date.parse(expiresAt) - Date.now()) / 1000, isHttps(request, opts)));
+/**
+ * The cookie lives as long as the session can (7 days from sign-in): the browser must keep it while the
+ * console is used, and auth ends the session earlier when it is idle for 12 h or signed out.
+ */
+export const SESSION_COOKIE_MAX_AGE_S = 7 * 86_400;
+
+export function setSessionCookie(request: FastifyRequest, reply: FastifyReply, opts: CookieOptions, token: string): void {
+  reply.header('set-cookie', sessionCookie(token, SESSION_COOKIE_MAX_AGE_S, isHttps(request, opts)));
 }
 
 export function clearSessionCookie(request: FastifyRequest, reply: FastifyReply, opts: CookieOptions): void {

@@ -25,7 +25,11 @@ the component's merged configuration (see mailfleet.buildConfigs) and ALL those 
 {{- $_ := set $env "PORT" (toString (int $cfg.ports.http)) -}}
 {{- $_ := set $env "HOST" "0.0.0.0" -}}
 {{- $_ := set $env "TRUST_PROXY" (toString $trust) -}}
+{{- /* The console's CSRF rule accepts only PUBLIC_URL's origin when set: the gateway gets it only when it is where
+     people reach it (configured, or the Ingress), not the in-cluster Service URL (port-forward would be refused). */ -}}
+{{- if or $root.Values.config.publicUrl $root.Values.ingress.enabled -}}
 {{- $_ := set $env "PUBLIC_URL" (include "mailfleet.publicUrl" $root) -}}
+{{- end -}}
 {{- else -}}
 {{- $_ := set $env "GRPC_PORT" (toString (int $cfg.ports.grpc)) -}}
 {{- $_ := set $env "GRPC_HOST" "0.0.0.0" -}}

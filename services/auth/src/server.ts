@@ -3,6 +3,7 @@ import { authV1 } from '@mailfleet/proto';
 import type { AuthConfig } from './config.js';
 import { createApiKeysRepository } from './repositories/api-keys.repository.js';
 import { createCountersRepository } from './repositories/counters.repository.js';
+import { createInvitesRepository } from './repositories/invites.repository.js';
 import { createSessionsRepository } from './repositories/sessions.repository.js';
 import { createTeamsRepository } from './repositories/teams.repository.js';
 import { createUsersRepository } from './repositories/users.repository.js';
@@ -18,13 +19,14 @@ export async function createAuthServer(deps: { config: AuthConfig; infra: Servic
   const loginAttempts = createCountersRepository(db, 'login_attempts');
   const users = createUsersRepository(db);
   const sessions = createSessionsRepository(db);
+  const invites = createInvitesRepository(db);
   await Promise.all([
-    teams.ensureIndexes(), keys.ensureIndexes(), rateWindows.ensureIndexes(), quotas.ensureIndexes(), loginAttempts.ensureIndexes(), sessions.ensureIndexes(),
+    teams.ensureIndexes(), keys.ensureIndexes(), rateWindows.ensureIndexes(), quotas.ensureIndexes(), loginAttempts.ensureIndexes(), sessions.ensureIndexes(), invites.ensureIndexes(),
   ]);
 
   let drainRelay: () => Promise<unknown> = async () => undefined;
   const handlers = createAuthHandlers({
-    teams, keys, rateWindows, quotas, users, sessions, loginAttempts,
+    teams, keys, rateWindows, quotas, users, sessions, loginAttempts, invites,
     hashSecret: deps.config.apiKeyHashSecret,
     defaultRateLimit: deps.config.defaultRateLimit,
     kickRelay: async () => {
@@ -34,7 +36,7 @@ export async function createAuthServer(deps: { config: AuthConfig; infra: Servic
   });
 
   const sweeper = setInterval(() => {
-    void Promise.all([rateWindows.sweep(), quotas.sweep(), loginAttempts.sweep(), sessions.sweep()]).catch((err: unknown) => deps.infra.logger.warn({ err }, 'counter and session sweep failed'));
+    void Promise.all([rateWindows.sweep(), quotas.sweep(), loginAttempts.sweep(), sessions.sweep(), invites.sweep()]).catch((err: unknown) => deps.infra.logger.warn({ err }, 'counter and session sweep failed'));
   }, deps.config.sweepIntervalMs);
   sweeper.unref();
 

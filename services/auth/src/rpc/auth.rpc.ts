@@ -10,6 +10,7 @@ import {
 import { generateToken, hashesEqual, hashToken, looksLikeToken, partialToken } from '../domain/tokens.js';
 import type { ApiKeysRepository } from '../repositories/api-keys.repository.js';
 import type { CountersRepository } from '../repositories/counters.repository.js';
+import type { InvitesRepository } from '../repositories/invites.repository.js';
 import type { SessionsRepository } from '../repositories/sessions.repository.js';
 import type { TeamRecord, TeamsRepository } from '../repositories/teams.repository.js';
 import type { UsersRepository } from '../repositories/users.repository.js';
@@ -26,6 +27,7 @@ export interface AuthRpcDeps {
   readonly users: UsersRepository;
   readonly sessions: SessionsRepository;
   readonly loginAttempts: CountersRepository;
+  readonly invites: InvitesRepository;
   readonly hashSecret: string;
   readonly defaultRateLimit: number;
   /** Asks the outbox relay for a pass now (revocations must reach gateways at once). */
@@ -113,7 +115,7 @@ export function createAuthHandlers(deps: AuthRpcDeps): UnaryHandlers<authV1.Auth
   }
 
   return {
-    ...createPeopleHandlers({ teams: deps.teams, users: deps.users, sessions: deps.sessions, loginAttempts: deps.loginAttempts, limitsInForce, now }),
+    ...createPeopleHandlers({ teams: deps.teams, users: deps.users, sessions: deps.sessions, loginAttempts: deps.loginAttempts, invites: deps.invites, limitsInForce, now }),
 
     async authenticateKey(req) {
       return principalOf(req.token);

@@ -8,6 +8,8 @@ import { runCli } from '../../src/cli/mailfleet.js';
 import { loadAuthConfig } from '../../src/config.js';
 import { LOGIN_WINDOW_MS } from '../../src/domain/login-attempts.js';
 import { hashSessionToken } from '../../src/domain/sessions.js';
+import { createInvitesRepository } from '../../src/repositories/invites.repository.js';
+import { createSessionsRepository } from '../../src/repositories/sessions.repository.js';
 import { createAuthServer } from '../../src/server.js';
 
 // People who sign in: users, memberships, sessions and failed-attempt counting, on real FerretDB and NATS.
@@ -109,7 +111,7 @@ describe('sessions', () => {
     expect(await code(auth.call.authenticateSession({ token: 'mf_not_a_session' }))).toBe('UNAUTHENTICATED');
   });
 
-  it('refuses a session whose idle or absolute expiry passed', async () => {
+  it('refuses a session whose idle or absolute expiry passed, and the sweeper deletes it', async () => {
     const team = await newTeam('Expiry');
     const email = uniqueEmail('eve');
     await auth.call.createUser({ email, password: PASSWORD, teamId: team.id });
@@ -121,6 +123,10 @@ describe('sessions', () => {
     await sessions.updateOne({ tokenHash: hashSessionToken(old.token) }, { $set: { createdAt: hoursAgo(7 * 24 + 0.01), lastSeenAt: hoursAgo(0.01) } });
     expect(await code(auth.call.authenticateSession({ token: idle.token }))).toBe('UNAUTHENTICATED');
     expect(await code(auth.call.authenticateSession({ token: old.token }))).toBe('UNAUTHENTICATED');
+    const live = await auth.call.login({ email, password: PASSWORD, clientIp: '10.0.0.3' });
+    await createSessionsRepository(svc.infra.mongo.db).sweep();
+    const left = await sessions.find({ tokenHash: { $in: [idle.token, old.token, live.token].map(hashSessionToken) } }).toArray();
+    expect(left.map((d) => d['tokenHash'])).toEqual([hashSessionToken(live.token)]);
   });
 
   it('keeps a used session alive, writing its last use at most once a minute', async () => {
@@ -195,5 +201,80 @@ describe('mailfleet user create', () => {
     expect(piped.out).toContain('created');
     expect(piped.out).not.toContain('typed password here');
     expect((await auth.call.login({ email: other, password: 'typed password here', clientIp: '10.2.0.1' })).session?.team?.id).toBe(team.id);
+  });
+});
+
+describe('team members', () => {
+  it('lists the people of a team and removes one, ending their sessions in that team only', async () => {
+    const team = await newTeam('Members');
+    const other = await newTeam('Members Elsewhere');
+    const ann = (await auth.call.createUser({ email: uniqueEmail('ann'), password: PASSWORD, name: 'Ann', teamId: team.id })).user!;
+    const bob = (await auth.call.createUser({ email: uniqueEmail('bob'), password: PASSWORD, teamId: team.id })).user!;
+    await auth.call.createUser({ email: bob.email, password: PASSWORD, teamId: other.id });
+    // The team's key owner from `team create` has no email: not a person of the list.
+    expect((await auth.call.listTeamUsers({ teamId: team.id })).users.map((u) => u.id)).toEqual([ann.id, bob.id]);
+
+    const inTeam = await auth.call.login({ email: bob.email, password: PASSWORD, clientIp: '10.3.0.1' });
+    const inOther = await auth.call.login({ email: bob.email, password: PASSWORD, clientIp: '10.3.0.1' });
+    await auth.call.switchSessionTeam({ token: inOther.token, teamId: other.id });
+
+    expect(await code(auth.call.removeTeamMember({ teamId: team.id, userId: ann.id, callerUserId: ann.id }))).toBe('INVALID_ARGUMENT');
+    await auth.call.removeTeamMember({ teamId: team.id, userId: bob.id, callerUserId: ann.id });
+    expect(await code(auth.call.removeTeamMember({ teamId: team.id, userId: bob.id, callerUserId: ann.id }))).toBe('NOT_FOUND');
+    expect((await auth.call.listTeamUsers({ teamId: team.id })).users.map((u) => u.id)).toEqual([ann.id]);
+    expect(await code(auth.call.authenticateSession({ token: inTeam.token }))).toBe('UNAUTHENTICATED');
+    expect((await auth.call.authenticateSession({ token: inOther.token })).session?.team?.id).toBe(other.id);
+    expect(await svc.infra.mongo.db.collection('sessions').countDocuments({ userId: bob.id, teamId: team.id, revokedAt: { $exists: true } })).toBe(1);
+  });
+});
+
+describe('invites', () => {
+  it('are shown once, stored hashed, listed, accepted once by a new person who is signed in to the team', async () => {
+    const team = await newTeam('Inviting');
+    const email = uniqueEmail('newcomer');
+    const { invite, token } = await auth.call.createInvite({ teamId: team.id, email, invitedByUserId: 'usr_x' });
+    expect(token).toMatch(/^mfi_/);
+    expect(invite).toMatchObject({ teamId: team.id, email, acceptedAt: undefined });
+    expect(invite!.expiresAt!.getTime() - invite!.createdAt!.getTime()).toBe(7 * 86_400_000);
+    const stored = await svc.infra.mongo.db.collection('invites').findOne({ _id: invite!.id as never });
+    expect(stored?.tokenHash).toBe(hashSessionToken(token));
+    expect(JSON.stringify(stored)).not.toContain(token);
+    expect((await auth.call.listInvites({ teamId: team.id })).invites.map((i) => i.id)).toEqual([invite!.id]);
+    expect((await auth.call.listInvites({ teamId: (await newTeam('Not Inviting')).id })).invites).toEqual([]);
+
+    expect(await code(auth.call.acceptInvite({ token, password: 'short', clientIp: '10.4.0.1' }))).toBe('INVALID_ARGUMENT');
+    const accepted = await auth.call.acceptInvite({ token, password: PASSWORD, name: 'New Comer', clientIp: '10.4.0.1' });
+    expect(accepted.session).toMatchObject({ user: { email, name: 'New Comer' }, team: { id: team.id } });
+    expect((await auth.call.authenticateSession({ token: accepted.token })).session?.team?.id).toBe(team.id);
+    expect(await code(auth.call.acceptInvite({ token, password: PASSWORD, clientIp: '10.4.0.1' }))).toBe('INVALID_ARGUMENT');
+    expect((await auth.call.listInvites({ teamId: team.id })).invites[0]?.acceptedAt).toBeInstanceOf(Date);
+    expect(await code(auth.call.acceptInvite({ token: `mfi_${'y'.repeat(43)}`, password: PASSWORD, clientIp: '10.4.0.1' }))).toBe('INVALID_ARGUMENT');
+  });
+
+  it('add an existing person after checking their password; withdrawn and expired invites do not work', async () => {
+    const home = await newTeam('Home');
+    const guest = await newTeam('Guest');
+    const email = uniqueEmail('existing');
+    const { user } = await auth.call.createUser({ email, password: PASSWORD, teamId: home.id });
+    const { token } = await auth.call.createInvite({ teamId: guest.id, email: email.toUpperCase(), invitedByUserId: 'usr_x' });
+    expect(await code(auth.call.acceptInvite({ token, password: 'not the password', clientIp: '10.5.0.1' }))).toBe('UNAUTHENTICATED');
+    const joined = await auth.call.acceptInvite({ token, password: PASSWORD, clientIp: '10.5.0.1' });
+    expect(joined.session?.user?.id).toBe(user!.id);
+    expect(joined.session?.teams.map((t) => t.id)).toEqual([home.id, guest.id]);
+
+    const withdrawn = await auth.call.createInvite({ teamId: guest.id, email: uniqueEmail('withdrawn'), invitedByUserId: 'usr_x' });
+    await auth.call.deleteInvite({ teamId: guest.id, inviteId: withdrawn.invite!.id });
+    expect(await code(auth.call.deleteInvite({ teamId: guest.id, inviteId: withdrawn.invite!.id }))).toBe('NOT_FOUND');
+    expect(await code(auth.call.deleteInvite({ teamId: home.id, inviteId: withdrawn.invite!.id }))).toBe('NOT_FOUND');
+    expect(await code(auth.call.acceptInvite({ token: withdrawn.token, password: PASSWORD, clientIp: '10.5.0.1' }))).toBe('INVALID_ARGUMENT');
+
+    const expired = await auth.call.createInvite({ teamId: guest.id, email: uniqueEmail('late'), invitedByUserId: 'usr_x' });
+    await svc.infra.mongo.db.collection('invites').updateOne({ _id: expired.invite!.id as never }, { $set: { expiresAt: new Date(Date.now() - 1000) } });
+    expect(await code(auth.call.acceptInvite({ token: expired.token, password: PASSWORD, clientIp: '10.5.0.1' }))).toBe('INVALID_ARGUMENT');
+    expect((await auth.call.listInvites({ teamId: guest.id })).invites.map((i) => i.id)).toContain(expired.invite!.id);
+    // Kept 30 days past expiry for the list, then swept.
+    await svc.infra.mongo.db.collection('invites').updateOne({ _id: expired.invite!.id as never }, { $set: { expiresAt: new Date(Date.now() - 31 * 86_400_000) } });
+    await createInvitesRepository(svc.infra.mongo.db).sweep();
+    expect((await auth.call.listInvites({ teamId: guest.id })).invites.map((i) => i.id)).not.toContain(expired.invite!.id);
   });
 });

@@ -61,7 +61,7 @@ export function sessionRoutes(deps: { upstreams: Upstreams } & CookieOptions) {
         throw new GatewayError(429, `Too many failed sign-in attempts; retry in ${res.retryAfterSeconds} s`);
       }
       const view = toSessionView(res.session);
-      setSessionCookie(req, reply, deps, res.token, view.expiresAt);
+      setSessionCookie(req, reply, deps, res.token);
       return publicSession(view);
     });
 

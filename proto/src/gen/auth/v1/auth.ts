@@ -759,6 +759,114 @@ export interface RevokeSessionRequest {
 export interface RevokeSessionResponse {
 }
 
+/** ListTeamUsersRequest names the team. */
+export interface ListTeamUsersRequest {
+  /** Team whose people to list. */
+  teamId: string;
+}
+
+/** ListTeamUsersResponse holds the team's people. */
+export interface ListTeamUsersResponse {
+  /** Members with an email, oldest first. */
+  users: User[];
+}
+
+/** RemoveTeamMemberRequest names the team, the user and the caller. */
+export interface RemoveTeamMemberRequest {
+  /** Team to remove the user from. */
+  teamId: string;
+  /** User to remove. */
+  userId: string;
+  /** User making the request; may not remove themselves. */
+  callerUserId: string;
+}
+
+/** RemoveTeamMemberResponse is empty. */
+export interface RemoveTeamMemberResponse {
+}
+
+/** Invite is a pending (or used) invitation to a team. */
+export interface Invite {
+  /** Opaque invite id (`inv_...`). */
+  id: string;
+  /** Team the invite is to. */
+  teamId: string;
+  /** Email the invite was made for. */
+  email: string;
+  /** When the invite was created. */
+  createdAt?:
+    | Date
+    | undefined;
+  /** When the token stops working. */
+  expiresAt?:
+    | Date
+    | undefined;
+  /** When it was used; absent while unused. */
+  acceptedAt?:
+    | Date
+    | undefined;
+  /** User who made it. */
+  invitedByUserId: string;
+}
+
+/** CreateInviteRequest describes the invite. */
+export interface CreateInviteRequest {
+  /** Team the invite is to. */
+  teamId: string;
+  /** Email of the person invited. */
+  email: string;
+  /** User making the invite. */
+  invitedByUserId: string;
+}
+
+/** CreateInviteResponse carries the only copy of the token. */
+export interface CreateInviteResponse {
+  /** The stored invite. */
+  invite?:
+    | Invite
+    | undefined;
+  /** One-time token (`mfi_...`), returned only here. */
+  token: string;
+}
+
+/** ListInvitesRequest names the team. */
+export interface ListInvitesRequest {
+  /** Team whose invites to list. */
+  teamId: string;
+}
+
+/** ListInvitesResponse holds the invites. */
+export interface ListInvitesResponse {
+  /** Invites, newest first. */
+  invites: Invite[];
+}
+
+/** DeleteInviteRequest names the invite. */
+export interface DeleteInviteRequest {
+  /** Team owning the invite. */
+  teamId: string;
+  /** Invite to withdraw. */
+  inviteId: string;
+}
+
+/** DeleteInviteResponse is empty. */
+export interface DeleteInviteResponse {
+}
+
+/** AcceptInviteRequest uses an invite. */
+export interface AcceptInviteRequest {
+  /** The invite token (`mfi_...`). */
+  token: string;
+  /** New password (at least 10 characters), or an existing user's password. */
+  password: string;
+  /** Display name of a new user. */
+  name?:
+    | string
+    | undefined;
+  /** Client IP as the gateway saw it (failed password checks are counted). */
+  clientIp: string;
+}
+
 function createBaseTeam(): Team {
   return { id: "", name: "", slug: "", plan: 0, createdAt: undefined, updatedAt: undefined };
 }
@@ -6216,6 +6324,1108 @@ export const RevokeSessionResponse: MessageFns<RevokeSessionResponse> = {
   },
 };
 
+function createBaseListTeamUsersRequest(): ListTeamUsersRequest {
+  return { teamId: "" };
+}
+
+export const ListTeamUsersRequest: MessageFns<ListTeamUsersRequest> = {
+  encode(message: ListTeamUsersRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.teamId !== "") {
+      writer.uint32(10).string(message.teamId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListTeamUsersRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListTeamUsersRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.teamId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListTeamUsersRequest {
+    return {
+      teamId: isSet(object.teamId)
+        ? globalThis.String(object.teamId)
+        : isSet(object.team_id)
+        ? globalThis.String(object.team_id)
+        : "",
+    };
+  },
+
+  toJSON(message: ListTeamUsersRequest): unknown {
+    const obj: any = {};
+    if (message.teamId !== "") {
+      obj.teamId = message.teamId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListTeamUsersRequest>, I>>(base?: I): ListTeamUsersRequest {
+    return ListTeamUsersRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListTeamUsersRequest>, I>>(object: I): ListTeamUsersRequest {
+    const message = createBaseListTeamUsersRequest();
+    message.teamId = object.teamId ?? "";
+    return message;
+  },
+};
+
+function createBaseListTeamUsersResponse(): ListTeamUsersResponse {
+  return { users: [] };
+}
+
+export const ListTeamUsersResponse: MessageFns<ListTeamUsersResponse> = {
+  encode(message: ListTeamUsersResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.users) {
+      User.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListTeamUsersResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListTeamUsersResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.users.push(User.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListTeamUsersResponse {
+    return { users: globalThis.Array.isArray(object?.users) ? object.users.map((e: any) => User.fromJSON(e)) : [] };
+  },
+
+  toJSON(message: ListTeamUsersResponse): unknown {
+    const obj: any = {};
+    if (message.users?.length) {
+      obj.users = message.users.map((e) => User.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListTeamUsersResponse>, I>>(base?: I): ListTeamUsersResponse {
+    return ListTeamUsersResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListTeamUsersResponse>, I>>(object: I): ListTeamUsersResponse {
+    const message = createBaseListTeamUsersResponse();
+    message.users = object.users?.map((e) => User.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseRemoveTeamMemberRequest(): RemoveTeamMemberRequest {
+  return { teamId: "", userId: "", callerUserId: "" };
+}
+
+export const RemoveTeamMemberRequest: MessageFns<RemoveTeamMemberRequest> = {
+  encode(message: RemoveTeamMemberRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.teamId !== "") {
+      writer.uint32(10).string(message.teamId);
+    }
+    if (message.userId !== "") {
+      writer.uint32(18).string(message.userId);
+    }
+    if (message.callerUserId !== "") {
+      writer.uint32(26).string(message.callerUserId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RemoveTeamMemberRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRemoveTeamMemberRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.teamId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.userId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.callerUserId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RemoveTeamMemberRequest {
+    return {
+      teamId: isSet(object.teamId)
+        ? globalThis.String(object.teamId)
+        : isSet(object.team_id)
+        ? globalThis.String(object.team_id)
+        : "",
+      userId: isSet(object.userId)
+        ? globalThis.String(object.userId)
+        : isSet(object.user_id)
+        ? globalThis.String(object.user_id)
+        : "",
+      callerUserId: isSet(object.callerUserId)
+        ? globalThis.String(object.callerUserId)
+        : isSet(object.caller_user_id)
+        ? globalThis.String(object.caller_user_id)
+        : "",
+    };
+  },
+
+  toJSON(message: RemoveTeamMemberRequest): unknown {
+    const obj: any = {};
+    if (message.teamId !== "") {
+      obj.teamId = message.teamId;
+    }
+    if (message.userId !== "") {
+      obj.userId = message.userId;
+    }
+    if (message.callerUserId !== "") {
+      obj.callerUserId = message.callerUserId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RemoveTeamMemberRequest>, I>>(base?: I): RemoveTeamMemberRequest {
+    return RemoveTeamMemberRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RemoveTeamMemberRequest>, I>>(object: I): RemoveTeamMemberRequest {
+    const message = createBaseRemoveTeamMemberRequest();
+    message.teamId = object.teamId ?? "";
+    message.userId = object.userId ?? "";
+    message.callerUserId = object.callerUserId ?? "";
+    return message;
+  },
+};
+
+function createBaseRemoveTeamMemberResponse(): RemoveTeamMemberResponse {
+  return {};
+}
+
+export const RemoveTeamMemberResponse: MessageFns<RemoveTeamMemberResponse> = {
+  encode(_: RemoveTeamMemberResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RemoveTeamMemberResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRemoveTeamMemberResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): RemoveTeamMemberResponse {
+    return {};
+  },
+
+  toJSON(_: RemoveTeamMemberResponse): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RemoveTeamMemberResponse>, I>>(base?: I): RemoveTeamMemberResponse {
+    return RemoveTeamMemberResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RemoveTeamMemberResponse>, I>>(_: I): RemoveTeamMemberResponse {
+    const message = createBaseRemoveTeamMemberResponse();
+    return message;
+  },
+};
+
+function createBaseInvite(): Invite {
+  return {
+    id: "",
+    teamId: "",
+    email: "",
+    createdAt: undefined,
+    expiresAt: undefined,
+    acceptedAt: undefined,
+    invitedByUserId: "",
+  };
+}
+
+export const Invite: MessageFns<Invite> = {
+  encode(message: Invite, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.teamId !== "") {
+      writer.uint32(18).string(message.teamId);
+    }
+    if (message.email !== "") {
+      writer.uint32(26).string(message.email);
+    }
+    if (message.createdAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.createdAt), writer.uint32(34).fork()).join();
+    }
+    if (message.expiresAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.expiresAt), writer.uint32(42).fork()).join();
+    }
+    if (message.acceptedAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.acceptedAt), writer.uint32(50).fork()).join();
+    }
+    if (message.invitedByUserId !== "") {
+      writer.uint32(58).string(message.invitedByUserId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Invite {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseInvite();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.teamId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.email = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.createdAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.expiresAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.acceptedAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.invitedByUserId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Invite {
+    return {
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      teamId: isSet(object.teamId)
+        ? globalThis.String(object.teamId)
+        : isSet(object.team_id)
+        ? globalThis.String(object.team_id)
+        : "",
+      email: isSet(object.email) ? globalThis.String(object.email) : "",
+      createdAt: isSet(object.createdAt)
+        ? fromJsonTimestamp(object.createdAt)
+        : isSet(object.created_at)
+        ? fromJsonTimestamp(object.created_at)
+        : undefined,
+      expiresAt: isSet(object.expiresAt)
+        ? fromJsonTimestamp(object.expiresAt)
+        : isSet(object.expires_at)
+        ? fromJsonTimestamp(object.expires_at)
+        : undefined,
+      acceptedAt: isSet(object.acceptedAt)
+        ? fromJsonTimestamp(object.acceptedAt)
+        : isSet(object.accepted_at)
+        ? fromJsonTimestamp(object.accepted_at)
+        : undefined,
+      invitedByUserId: isSet(object.invitedByUserId)
+        ? globalThis.String(object.invitedByUserId)
+        : isSet(object.invited_by_user_id)
+        ? globalThis.String(object.invited_by_user_id)
+        : "",
+    };
+  },
+
+  toJSON(message: Invite): unknown {
+    const obj: any = {};
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    if (message.teamId !== "") {
+      obj.teamId = message.teamId;
+    }
+    if (message.email !== "") {
+      obj.email = message.email;
+    }
+    if (message.createdAt !== undefined) {
+      obj.createdAt = message.createdAt.toISOString();
+    }
+    if (message.expiresAt !== undefined) {
+      obj.expiresAt = message.expiresAt.toISOString();
+    }
+    if (message.acceptedAt !== undefined) {
+      obj.acceptedAt = message.acceptedAt.toISOString();
+    }
+    if (message.invitedByUserId !== "") {
+      obj.invitedByUserId = message.invitedByUserId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<Invite>, I>>(base?: I): Invite {
+    return Invite.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<Invite>, I>>(object: I): Invite {
+    const message = createBaseInvite();
+    message.id = object.id ?? "";
+    message.teamId = object.teamId ?? "";
+    message.email = object.email ?? "";
+    message.createdAt = object.createdAt ?? undefined;
+    message.expiresAt = object.expiresAt ?? undefined;
+    message.acceptedAt = object.acceptedAt ?? undefined;
+    message.invitedByUserId = object.invitedByUserId ?? "";
+    return message;
+  },
+};
+
+function createBaseCreateInviteRequest(): CreateInviteRequest {
+  return { teamId: "", email: "", invitedByUserId: "" };
+}
+
+export const CreateInviteRequest: MessageFns<CreateInviteRequest> = {
+  encode(message: CreateInviteRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.teamId !== "") {
+      writer.uint32(10).string(message.teamId);
+    }
+    if (message.email !== "") {
+      writer.uint32(18).string(message.email);
+    }
+    if (message.invitedByUserId !== "") {
+      writer.uint32(26).string(message.invitedByUserId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateInviteRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateInviteRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.teamId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.email = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.invitedByUserId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CreateInviteRequest {
+    return {
+      teamId: isSet(object.teamId)
+        ? globalThis.String(object.teamId)
+        : isSet(object.team_id)
+        ? globalThis.String(object.team_id)
+        : "",
+      email: isSet(object.email) ? globalThis.String(object.email) : "",
+      invitedByUserId: isSet(object.invitedByUserId)
+        ? globalThis.String(object.invitedByUserId)
+        : isSet(object.invited_by_user_id)
+        ? globalThis.String(object.invited_by_user_id)
+        : "",
+    };
+  },
+
+  toJSON(message: CreateInviteRequest): unknown {
+    const obj: any = {};
+    if (message.teamId !== "") {
+      obj.teamId = message.teamId;
+    }
+    if (message.email !== "") {
+      obj.email = message.email;
+    }
+    if (message.invitedByUserId !== "") {
+      obj.invitedByUserId = message.invitedByUserId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CreateInviteRequest>, I>>(base?: I): CreateInviteRequest {
+    return CreateInviteRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateInviteRequest>, I>>(object: I): CreateInviteRequest {
+    const message = createBaseCreateInviteRequest();
+    message.teamId = object.teamId ?? "";
+    message.email = object.email ?? "";
+    message.invitedByUserId = object.invitedByUserId ?? "";
+    return message;
+  },
+};
+
+function createBaseCreateInviteResponse(): CreateInviteResponse {
+  return { invite: undefined, token: "" };
+}
+
+export const CreateInviteResponse: MessageFns<CreateInviteResponse> = {
+  encode(message: CreateInviteResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.invite !== undefined) {
+      Invite.encode(message.invite, writer.uint32(10).fork()).join();
+    }
+    if (message.token !== "") {
+      writer.uint32(18).string(message.token);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateInviteResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateInviteResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.invite = Invite.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.token = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CreateInviteResponse {
+    return {
+      invite: isSet(object.invite) ? Invite.fromJSON(object.invite) : undefined,
+      token: isSet(object.token) ? globalThis.String(object.token) : "",
+    };
+  },
+
+  toJSON(message: CreateInviteResponse): unknown {
+    const obj: any = {};
+    if (message.invite !== undefined) {
+      obj.invite = Invite.toJSON(message.invite);
+    }
+    if (message.token !== "") {
+      obj.token = message.token;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CreateInviteResponse>, I>>(base?: I): CreateInviteResponse {
+    return CreateInviteResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateInviteResponse>, I>>(object: I): CreateInviteResponse {
+    const message = createBaseCreateInviteResponse();
+    message.invite = (object.invite !== undefined && object.invite !== null)
+      ? Invite.fromPartial(object.invite)
+      : undefined;
+    message.token = object.token ?? "";
+    return message;
+  },
+};
+
+function createBaseListInvitesRequest(): ListInvitesRequest {
+  return { teamId: "" };
+}
+
+export const ListInvitesRequest: MessageFns<ListInvitesRequest> = {
+  encode(message: ListInvitesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.teamId !== "") {
+      writer.uint32(10).string(message.teamId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListInvitesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListInvitesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.teamId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListInvitesRequest {
+    return {
+      teamId: isSet(object.teamId)
+        ? globalThis.String(object.teamId)
+        : isSet(object.team_id)
+        ? globalThis.String(object.team_id)
+        : "",
+    };
+  },
+
+  toJSON(message: ListInvitesRequest): unknown {
+    const obj: any = {};
+    if (message.teamId !== "") {
+      obj.teamId = message.teamId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListInvitesRequest>, I>>(base?: I): ListInvitesRequest {
+    return ListInvitesRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListInvitesRequest>, I>>(object: I): ListInvitesRequest {
+    const message = createBaseListInvitesRequest();
+    message.teamId = object.teamId ?? "";
+    return message;
+  },
+};
+
+function createBaseListInvitesResponse(): ListInvitesResponse {
+  return { invites: [] };
+}
+
+export const ListInvitesResponse: MessageFns<ListInvitesResponse> = {
+  encode(message: ListInvitesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.invites) {
+      Invite.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListInvitesResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListInvitesResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.invites.push(Invite.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListInvitesResponse {
+    return {
+      invites: globalThis.Array.isArray(object?.invites) ? object.invites.map((e: any) => Invite.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: ListInvitesResponse): unknown {
+    const obj: any = {};
+    if (message.invites?.length) {
+      obj.invites = message.invites.map((e) => Invite.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListInvitesResponse>, I>>(base?: I): ListInvitesResponse {
+    return ListInvitesResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListInvitesResponse>, I>>(object: I): ListInvitesResponse {
+    const message = createBaseListInvitesResponse();
+    message.invites = object.invites?.map((e) => Invite.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseDeleteInviteRequest(): DeleteInviteRequest {
+  return { teamId: "", inviteId: "" };
+}
+
+export const DeleteInviteRequest: MessageFns<DeleteInviteRequest> = {
+  encode(message: DeleteInviteRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.teamId !== "") {
+      writer.uint32(10).string(message.teamId);
+    }
+    if (message.inviteId !== "") {
+      writer.uint32(18).string(message.inviteId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteInviteRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteInviteRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.teamId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.inviteId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeleteInviteRequest {
+    return {
+      teamId: isSet(object.teamId)
+        ? globalThis.String(object.teamId)
+        : isSet(object.team_id)
+        ? globalThis.String(object.team_id)
+        : "",
+      inviteId: isSet(object.inviteId)
+        ? globalThis.String(object.inviteId)
+        : isSet(object.invite_id)
+        ? globalThis.String(object.invite_id)
+        : "",
+    };
+  },
+
+  toJSON(message: DeleteInviteRequest): unknown {
+    const obj: any = {};
+    if (message.teamId !== "") {
+      obj.teamId = message.teamId;
+    }
+    if (message.inviteId !== "") {
+      obj.inviteId = message.inviteId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeleteInviteRequest>, I>>(base?: I): DeleteInviteRequest {
+    return DeleteInviteRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeleteInviteRequest>, I>>(object: I): DeleteInviteRequest {
+    const message = createBaseDeleteInviteRequest();
+    message.teamId = object.teamId ?? "";
+    message.inviteId = object.inviteId ?? "";
+    return message;
+  },
+};
+
+function createBaseDeleteInviteResponse(): DeleteInviteResponse {
+  return {};
+}
+
+export const DeleteInviteResponse: MessageFns<DeleteInviteResponse> = {
+  encode(_: DeleteInviteResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteInviteResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteInviteResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): DeleteInviteResponse {
+    return {};
+  },
+
+  toJSON(_: DeleteInviteResponse): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeleteInviteResponse>, I>>(base?: I): DeleteInviteResponse {
+    return DeleteInviteResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeleteInviteResponse>, I>>(_: I): DeleteInviteResponse {
+    const message = createBaseDeleteInviteResponse();
+    return message;
+  },
+};
+
+function createBaseAcceptInviteRequest(): AcceptInviteRequest {
+  return { token: "", password: "", name: undefined, clientIp: "" };
+}
+
+export const AcceptInviteRequest: MessageFns<AcceptInviteRequest> = {
+  encode(message: AcceptInviteRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.token !== "") {
+      writer.uint32(10).string(message.token);
+    }
+    if (message.password !== "") {
+      writer.uint32(18).string(message.password);
+    }
+    if (message.name !== undefined) {
+      writer.uint32(26).string(message.name);
+    }
+    if (message.clientIp !== "") {
+      writer.uint32(34).string(message.clientIp);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AcceptInviteRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAcceptInviteRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.token = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.password = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.clientIp = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AcceptInviteRequest {
+    return {
+      token: isSet(object.token) ? globalThis.String(object.token) : "",
+      password: isSet(object.password) ? globalThis.String(object.password) : "",
+      name: isSet(object.name) ? globalThis.String(object.name) : undefined,
+      clientIp: isSet(object.clientIp)
+        ? globalThis.String(object.clientIp)
+        : isSet(object.client_ip)
+        ? globalThis.String(object.client_ip)
+        : "",
+    };
+  },
+
+  toJSON(message: AcceptInviteRequest): unknown {
+    const obj: any = {};
+    if (message.token !== "") {
+      obj.token = message.token;
+    }
+    if (message.password !== "") {
+      obj.password = message.password;
+    }
+    if (message.name !== undefined) {
+      obj.name = message.name;
+    }
+    if (message.clientIp !== "") {
+      obj.clientIp = message.clientIp;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AcceptInviteRequest>, I>>(base?: I): AcceptInviteRequest {
+    return AcceptInviteRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AcceptInviteRequest>, I>>(object: I): AcceptInviteRequest {
+    const message = createBaseAcceptInviteRequest();
+    message.token = object.token ?? "";
+    message.password = object.password ?? "";
+    message.name = object.name ?? undefined;
+    message.clientIp = object.clientIp ?? "";
+    return message;
+  },
+};
+
 /**
  * AuthService resolves bearer API keys for the gateway and manages teams,
  * API keys, settings, quotas and rate limits.
@@ -6535,6 +7745,88 @@ export const AuthServiceService = {
       Buffer.from(RevokeSessionResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): RevokeSessionResponse => RevokeSessionResponse.decode(value),
   },
+  /**
+   * ListTeamUsers lists the people of a team (members who sign in with an
+   * email; the owners of API keys made by `team create` have none), oldest first.
+   */
+  listTeamUsers: {
+    path: "/auth.v1.AuthService/ListTeamUsers" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListTeamUsersRequest): Buffer => Buffer.from(ListTeamUsersRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListTeamUsersRequest => ListTeamUsersRequest.decode(value),
+    responseSerialize: (value: ListTeamUsersResponse): Buffer =>
+      Buffer.from(ListTeamUsersResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListTeamUsersResponse => ListTeamUsersResponse.decode(value),
+  },
+  /**
+   * RemoveTeamMember removes a user from a team and revokes every session
+   * of theirs acting as that team. NOT_FOUND when the user is not a member;
+   * INVALID_ARGUMENT when the caller names themselves.
+   */
+  removeTeamMember: {
+    path: "/auth.v1.AuthService/RemoveTeamMember" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RemoveTeamMemberRequest): Buffer =>
+      Buffer.from(RemoveTeamMemberRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RemoveTeamMemberRequest => RemoveTeamMemberRequest.decode(value),
+    responseSerialize: (value: RemoveTeamMemberResponse): Buffer =>
+      Buffer.from(RemoveTeamMemberResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RemoveTeamMemberResponse => RemoveTeamMemberResponse.decode(value),
+  },
+  /**
+   * CreateInvite creates a one-time invite to a team for an email and
+   * returns its token exactly once (only a SHA-256 of it is stored). It
+   * expires after 7 days.
+   */
+  createInvite: {
+    path: "/auth.v1.AuthService/CreateInvite" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CreateInviteRequest): Buffer => Buffer.from(CreateInviteRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CreateInviteRequest => CreateInviteRequest.decode(value),
+    responseSerialize: (value: CreateInviteResponse): Buffer =>
+      Buffer.from(CreateInviteResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CreateInviteResponse => CreateInviteResponse.decode(value),
+  },
+  /** ListInvites lists a team's invites (not deleted), newest first. */
+  listInvites: {
+    path: "/auth.v1.AuthService/ListInvites" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListInvitesRequest): Buffer => Buffer.from(ListInvitesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListInvitesRequest => ListInvitesRequest.decode(value),
+    responseSerialize: (value: ListInvitesResponse): Buffer => Buffer.from(ListInvitesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListInvitesResponse => ListInvitesResponse.decode(value),
+  },
+  /** DeleteInvite withdraws an invite; NOT_FOUND when missing or another team's. */
+  deleteInvite: {
+    path: "/auth.v1.AuthService/DeleteInvite" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DeleteInviteRequest): Buffer => Buffer.from(DeleteInviteRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DeleteInviteRequest => DeleteInviteRequest.decode(value),
+    responseSerialize: (value: DeleteInviteResponse): Buffer =>
+      Buffer.from(DeleteInviteResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DeleteInviteResponse => DeleteInviteResponse.decode(value),
+  },
+  /**
+   * AcceptInvite uses an invite token: it creates the user (or, when the
+   * email already belongs to one, checks their password), adds them to the
+   * invite's team and opens a session there. INVALID_ARGUMENT for an unknown,
+   * used, withdrawn or expired token; UNAUTHENTICATED for an existing user's
+   * wrong password (counted like failed sign-ins, see Login).
+   */
+  acceptInvite: {
+    path: "/auth.v1.AuthService/AcceptInvite" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: AcceptInviteRequest): Buffer => Buffer.from(AcceptInviteRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): AcceptInviteRequest => AcceptInviteRequest.decode(value),
+    responseSerialize: (value: LoginResponse): Buffer => Buffer.from(LoginResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): LoginResponse => LoginResponse.decode(value),
+  },
 } as const;
 
 export interface AuthServiceServer extends UntypedServiceImplementation {
@@ -6665,6 +7957,35 @@ export interface AuthServiceServer extends UntypedServiceImplementation {
   switchSessionTeam: handleUnaryCall<SwitchSessionTeamRequest, AuthenticateSessionResponse>;
   /** RevokeSession ends a session at once (sign-out); unknown tokens succeed. */
   revokeSession: handleUnaryCall<RevokeSessionRequest, RevokeSessionResponse>;
+  /**
+   * ListTeamUsers lists the people of a team (members who sign in with an
+   * email; the owners of API keys made by `team create` have none), oldest first.
+   */
+  listTeamUsers: handleUnaryCall<ListTeamUsersRequest, ListTeamUsersResponse>;
+  /**
+   * RemoveTeamMember removes a user from a team and revokes every session
+   * of theirs acting as that team. NOT_FOUND when the user is not a member;
+   * INVALID_ARGUMENT when the caller names themselves.
+   */
+  removeTeamMember: handleUnaryCall<RemoveTeamMemberRequest, RemoveTeamMemberResponse>;
+  /**
+   * CreateInvite creates a one-time invite to a team for an email and
+   * returns its token exactly once (only a SHA-256 of it is stored). It
+   * expires after 7 days.
+   */
+  createInvite: handleUnaryCall<CreateInviteRequest, CreateInviteResponse>;
+  /** ListInvites lists a team's invites (not deleted), newest first. */
+  listInvites: handleUnaryCall<ListInvitesRequest, ListInvitesResponse>;
+  /** DeleteInvite withdraws an invite; NOT_FOUND when missing or another team's. */
+  deleteInvite: handleUnaryCall<DeleteInviteRequest, DeleteInviteResponse>;
+  /**
+   * AcceptInvite uses an invite token: it creates the user (or, when the
+   * email already belongs to one, checks their password), adds them to the
+   * invite's team and opens a session there. INVALID_ARGUMENT for an unknown,
+   * used, withdrawn or expired token; UNAUTHENTICATED for an existing user's
+   * wrong password (counted like failed sign-ins, see Login).
+   */
+  acceptInvite: handleUnaryCall<AcceptInviteRequest, LoginResponse>;
 }
 
 export interface AuthServiceClient extends Client {
@@ -7088,6 +8409,119 @@ export interface AuthServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RevokeSessionResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ListTeamUsers lists the people of a team (members who sign in with an
+   * email; the owners of API keys made by `team create` have none), oldest first.
+   */
+  listTeamUsers(
+    request: ListTeamUsersRequest,
+    callback: (error: ServiceError | null, response: ListTeamUsersResponse) => void,
+  ): ClientUnaryCall;
+  listTeamUsers(
+    request: ListTeamUsersRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListTeamUsersResponse) => void,
+  ): ClientUnaryCall;
+  listTeamUsers(
+    request: ListTeamUsersRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListTeamUsersResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * RemoveTeamMember removes a user from a team and revokes every session
+   * of theirs acting as that team. NOT_FOUND when the user is not a member;
+   * INVALID_ARGUMENT when the caller names themselves.
+   */
+  removeTeamMember(
+    request: RemoveTeamMemberRequest,
+    callback: (error: ServiceError | null, response: RemoveTeamMemberResponse) => void,
+  ): ClientUnaryCall;
+  removeTeamMember(
+    request: RemoveTeamMemberRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RemoveTeamMemberResponse) => void,
+  ): ClientUnaryCall;
+  removeTeamMember(
+    request: RemoveTeamMemberRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RemoveTeamMemberResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * CreateInvite creates a one-time invite to a team for an email and
+   * returns its token exactly once (only a SHA-256 of it is stored). It
+   * expires after 7 days.
+   */
+  createInvite(
+    request: CreateInviteRequest,
+    callback: (error: ServiceError | null, response: CreateInviteResponse) => void,
+  ): ClientUnaryCall;
+  createInvite(
+    request: CreateInviteRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CreateInviteResponse) => void,
+  ): ClientUnaryCall;
+  createInvite(
+    request: CreateInviteRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CreateInviteResponse) => void,
+  ): ClientUnaryCall;
+  /** ListInvites lists a team's invites (not deleted), newest first. */
+  listInvites(
+    request: ListInvitesRequest,
+    callback: (error: ServiceError | null, response: ListInvitesResponse) => void,
+  ): ClientUnaryCall;
+  listInvites(
+    request: ListInvitesRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListInvitesResponse) => void,
+  ): ClientUnaryCall;
+  listInvites(
+    request: ListInvitesRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListInvitesResponse) => void,
+  ): ClientUnaryCall;
+  /** DeleteInvite withdraws an invite; NOT_FOUND when missing or another team's. */
+  deleteInvite(
+    request: DeleteInviteRequest,
+    callback: (error: ServiceError | null, response: DeleteInviteResponse) => void,
+  ): ClientUnaryCall;
+  deleteInvite(
+    request: DeleteInviteRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DeleteInviteResponse) => void,
+  ): ClientUnaryCall;
+  deleteInvite(
+    request: DeleteInviteRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DeleteInviteResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * AcceptInvite uses an invite token: it creates the user (or, when the
+   * email already belongs to one, checks their password), adds them to the
+   * invite's team and opens a session there. INVALID_ARGUMENT for an unknown,
+   * used, withdrawn or expired token; UNAUTHENTICATED for an existing user's
+   * wrong password (counted like failed sign-ins, see Login).
+   */
+  acceptInvite(
+    request: AcceptInviteRequest,
+    callback: (error: ServiceError | null, response: LoginResponse) => void,
+  ): ClientUnaryCall;
+  acceptInvite(
+    request: AcceptInviteRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: LoginResponse) => void,
+  ): ClientUnaryCall;
+  acceptInvite(
+    request: AcceptInviteRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: LoginResponse) => void,
   ): ClientUnaryCall;
 }
 
