@@ -43,25 +43,3 @@ export async function unwrap<T>(call: Promise<{ data?: T; error?: unknown; respo
   }
   return data as T;
 }
-
-/** For the routes not (yet) in the generated schema: same error handling as `unwrap`. */
-export async function request<T>(method: string, url: string, body?: unknown): Promise<T> {
-  const res = await fetch(url, {
-    method,
-    credentials: 'same-origin',
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  let parsed: unknown = text;
-  try {
-    parsed = text ? JSON.parse(text) : undefined;
-  } catch {
-    // not JSON: keep the text for the message
-  }
-  if (!res.ok) {
-    const { message, code } = errorMessage(parsed, res.status);
-    throw new ApiError(res.status, message, code);
-  }
-  return parsed as T;
-}

@@ -13,6 +13,8 @@ let browser: Browser;
 let context: BrowserContext;
 let page: Page;
 let user: ConsoleUser;
+/** The domain the second test adds and verifies; the third sends from it. */
+let domainName = '';
 const cspViolations: string[] = [];
 
 beforeAll(async () => {
@@ -59,6 +61,7 @@ describe('console-ui pages in a browser', () => {
     await openPage(page, '/domains', 'Domains');
     await expectAccessible(page, 'domains (empty)');
     const name = `console-${randomBytes(4).toString('hex')}.mailfleet-e2e.test`;
+    domainName = name;
     await page.getByLabel('Domain name').fill(name);
     await page.getByRole('button', { name: 'Add domain' }).click();
     await page.getByRole('heading', { level: 1, name }).waitFor();
@@ -100,6 +103,17 @@ describe('console-ui pages in a browser', () => {
     expect(await frame.getAttribute('srcdoc')).toContain(subject);
     await expectAccessible(page, 'email detail');
     await screenshot(page, 'email');
+
+    // What the recipient got: the sink's copy, DKIM-signed by the verified domain, with the sink's verdict shown.
+    await openPage(page, '/dev/inbox', 'Dev inbox');
+    await page.getByRole('link', { name: subject }).click();
+    await page.getByRole('heading', { level: 2, name: subject }).waitFor();
+    await page.locator('dl.props').getByText(/^(pass|fail|none|neutral|temperror|permerror)$/).waitFor();
+    expect(await page.locator('iframe.mail-frame').getAttribute('srcdoc')).toContain(subject);
+    await page.getByRole('rowheader', { name: 'DKIM-Signature' }).waitFor();
+    expect(await page.getByRole('row', { name: /^DKIM-Signature/ }).textContent()).toContain(`d=${domainName}`);
+    await expectAccessible(page, 'dev inbox message');
+    await screenshot(page, 'dev-inbox');
 
     await openPage(page, '/emails', 'Emails');
     await page.getByRole('link', { name: subject }).waitFor();
@@ -156,6 +170,28 @@ describe('console-ui pages in a browser', () => {
     await expectAccessible(phone, 'overview (390 px)');
     await screenshot(phone, 'overview-phone');
     await phone.close();
+  });
+
+  it('invites a person, who joins through the link and is listed', async () => {
+    await openPage(page, '/settings', 'Settings');
+    const email = `invited-${randomBytes(3).toString('hex')}@example.test`;
+    await page.getByLabel('Email').fill(email);
+    await page.getByRole('button', { name: 'Invite' }).click();
+    const url = (await page.locator('.secret .mono').textContent())?.trim() ?? '';
+    expect(url).toMatch(/\/invite#token=mfi_/);
+    await expectAccessible(page, 'settings with an invite');
+
+    const fresh = await newContext(browser);
+    const other = await fresh.newPage();
+    await other.goto(url.replace(/^https?:\/\/[^/]+/, ''));
+    await other.getByLabel('Password').fill('a long enough password');
+    await other.getByRole('button', { name: 'Accept invite' }).click();
+    await other.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
+    await fresh.close();
+
+    await page.reload();
+    await page.getByRole('cell', { name: email, exact: true }).waitFor();
+    expect(await page.getByRole('button', { name: `Remove ${email}` }).count()).toBe(1);
   });
 
   it('an invite link without a token says so', async () => {
