@@ -1,5 +1,8 @@
 import createClient from 'openapi-fetch';
+import { errorMessage } from '../lib/links';
 import type { paths } from './schema';
+
+export { errorMessage };
 
 /** Same origin as the gateway: the session cookie goes with every call, the browser adds Origin. */
 export const api = createClient<paths>({ baseUrl: '', credentials: 'same-origin' });
@@ -14,24 +17,6 @@ export class ApiError extends Error {
     super(message);
     this.name = 'ApiError';
   }
-}
-
-/**
- * The gateway answers errors in the form each route's SPEC asks for: `{code, message}`,
- * `{error: {code, message}}`, `{error: "..."}` or `{success: false, message}`.
- */
-export function errorMessage(body: unknown, status: number): { message: string; code?: string } {
-  if (body && typeof body === 'object') {
-    const b = body as Record<string, unknown>;
-    if (b.error && typeof b.error === 'object') {
-      const e = b.error as Record<string, unknown>;
-      if (typeof e.message === 'string') return { message: e.message, code: typeof e.code === 'string' ? e.code : undefined };
-    }
-    if (typeof b.message === 'string') return { message: b.message, code: typeof b.code === 'string' ? b.code : undefined };
-    if (typeof b.error === 'string') return { message: b.error };
-  }
-  if (typeof body === 'string' && body) return { message: body };
-  return { message: `Request failed (HTTP ${status})` };
 }
 
 /** Unwraps an openapi-fetch result: the data, or an ApiError carrying the API's message. */
