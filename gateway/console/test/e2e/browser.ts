@@ -47,9 +47,9 @@ export async function createConsoleUser(label: string): Promise<ConsoleUser> {
   return { email, password, teamId, token };
 }
 
-/** Signs in through the sign-in page and waits for the shell. */
+/** Signs in through the sign-in page (the one already open, keeping its `next`) and waits for the shell. */
 export async function signIn(page: Page, user: Pick<ConsoleUser, 'email' | 'password'>): Promise<void> {
-  await page.goto('/sign-in');
+  if (!page.url().includes('/sign-in')) await page.goto('/sign-in');
   await page.getByLabel('Email').fill(user.email);
   await page.getByLabel('Password').fill(user.password);
   await page.getByRole('button', { name: 'Sign in' }).click();

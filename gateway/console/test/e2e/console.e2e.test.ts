@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { apiAt, gatewayUrl, until } from '../../../test/e2e/helpers.js';
-import { createConsoleUser, expectAccessible, launchBrowser, newContext, openPage, PHONE, screenshot, type ConsoleUser } from './browser.js';
+import { createConsoleUser, expectAccessible, launchBrowser, newContext, openPage, PHONE, screenshot, signIn, type ConsoleUser } from './browser.js';
 
 let browser: Browser;
 let context: BrowserContext;
@@ -205,6 +205,17 @@ describe('console-ui pages in a browser', () => {
     await other.getByRole('alert').getByText('Invalid invite link').waitFor();
     await expectAccessible(other, 'invite acceptance');
     await fresh.close();
+  });
+
+  it('a session ended elsewhere sends the open console to the sign-in page', async () => {
+    await openPage(page, '/api-keys', 'API keys');
+    // Signed out from another tab: the cookie is gone and the session revoked.
+    const ended = await page.request.delete('/v1/session', { headers: { origin: gatewayUrl() } });
+    expect(ended.status()).toBe(204);
+    await page.getByRole('link', { name: 'Domains' }).click();
+    await page.waitForURL(/\/sign-in\?next=%2Fdomains/);
+    await signIn(page, user);
+    await page.getByRole('heading', { level: 1, name: 'Domains' }).waitFor();
   });
 
   it('signs out: the session is refused afterwards', async () => {
