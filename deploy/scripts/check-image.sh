@@ -39,7 +39,7 @@ manifests_only() { # $1: destination
   local dest=$1
   mkdir -p "$dest"
   (cd "$ROOT" && tar -cf - package.json package-lock.json proto/package.json services/*/package.json \
-    gateway/package.json deploy/package.json deploy/scripts/image.sh) | (cd "$dest" && tar -xf -)
+    gateway/package.json gateway/console/package.json deploy/package.json deploy/scripts/image.sh) | (cd "$dest" && tar -xf -)
 }
 
 free_port() { node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
@@ -50,6 +50,10 @@ copy_context "$WORK/src"
 for svc in "${SERVICES[@]}"; do
   ws=$(sh "$WORK/src/deploy/scripts/image.sh" workspace "$svc")
   (cd "$WORK/src" && node_modules/.bin/tsc -b "$ws") || FAILED+=("$svc: tsc -b $ws")
+  # The gateway serves the web console (the Dockerfile's build stage builds it too).
+  if [ "$svc" = gateway ]; then
+    (cd "$WORK/src" && "${NPM[@]}" run build -w gateway/console >/dev/null) || FAILED+=("gateway: console build")
+  fi
 done
 
 for svc in "${SERVICES[@]}"; do
@@ -65,6 +69,7 @@ for svc in "${SERVICES[@]}"; do
   fi
   echo "   $(du -sh "$app" | cut -f1), $(find "$app/node_modules" -maxdepth 2 -name package.json | wc -l) top-level packages"
   [ -n "$(find "$app/proto" -name '*.proto' -print -quit)" ] || FAILED+=("$svc: no .proto files")
+  [ "$svc" != gateway ] || [ -f "$app/gateway/console/dist/index.html" ] || FAILED+=("gateway: no web console (gateway/console/dist)")
   for dev in typescript vitest eslint @bufbuild/buf ts-proto; do
     [ ! -e "$app/node_modules/$dev" ] || FAILED+=("$svc: development dependency $dev in the image")
   done

@@ -1,9 +1,10 @@
-import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
+import { MutationCache, QueryCache, QueryClient, QueryClientProvider } from '@tanstack/react-query';
 import { Suspense } from 'react';
 import { createBrowserRouter, RouterProvider } from 'react-router';
 import { ApiError } from './api/client';
 import { Empty, Loading } from './components/ui';
 import { pageRoutes, publicRoutes } from './routes';
+import { SESSION_KEY } from './session';
 import { Shell } from './Shell';
 
 function NotFound() {
@@ -11,7 +12,14 @@ function NotFound() {
 }
 
 export function createQueryClient() {
-  return new QueryClient({
+  // A 401 from any call means the session ended (expired, signed out elsewhere, removed from the
+  // team): forget it, and the shell sends the user to the sign-in page.
+  const onError = (err: unknown) => {
+    if (err instanceof ApiError && err.status === 401) client.setQueryData(SESSION_KEY, null);
+  };
+  const client: QueryClient = new QueryClient({
+    queryCache: new QueryCache({ onError }),
+    mutationCache: new MutationCache({ onError }),
     defaultOptions: {
       queries: {
         // A 4xx will not change by asking again; a network blip may.
@@ -20,6 +28,7 @@ export function createQueryClient() {
       },
     },
   });
+  return client;
 }
 
 const queryClient = createQueryClient();

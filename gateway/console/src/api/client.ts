@@ -1,5 +1,8 @@
 import createClient from 'openapi-fetch';
+import { errorMessage } from '../lib/links';
 import type { paths } from './schema';
+
+export { errorMessage };
 
 /** Same origin as the gateway: the session cookie goes with every call, the browser adds Origin. */
 export const api = createClient<paths>({ baseUrl: '', credentials: 'same-origin' });
@@ -16,24 +19,6 @@ export class ApiError extends Error {
   }
 }
 
-/**
- * The gateway answers errors in the form each route's SPEC asks for: `{code, message}`,
- * `{error: {code, message}}`, `{error: "..."}` or `{success: false, message}`.
- */
-export function errorMessage(body: unknown, status: number): { message: string; code?: string } {
-  if (body && typeof body === 'object') {
-    const b = body as Record<string, unknown>;
-    if (b.error && typeof b.error === 'object') {
-      const e = b.error as Record<string, unknown>;
-      if (typeof e.message === 'string') return { message: e.message, code: typeof e.code === 'string' ? e.code : undefined };
-    }
-    if (typeof b.message === 'string') return { message: b.message, code: typeof b.code === 'string' ? b.code : undefined };
-    if (typeof b.error === 'string') return { message: b.error };
-  }
-  if (typeof body === 'string' && body) return { message: body };
-  return { message: `Request failed (HTTP ${status})` };
-}
-
 /** Unwraps an openapi-fetch result: the data, or an ApiError carrying the API's message. */
 export async function unwrap<T>(call: Promise<{ data?: T; error?: unknown; response: Response }>): Promise<T> {
   const { data, error, response } = await call;
@@ -42,26 +27,4 @@ export async function unwrap<T>(call: Promise<{ data?: T; error?: unknown; respo
     throw new ApiError(response.status, message, code);
   }
   return data as T;
-}
-
-/** For the routes not (yet) in the generated schema: same error handling as `unwrap`. */
-export async function request<T>(method: string, url: string, body?: unknown): Promise<T> {
-  const res = await fetch(url, {
-    method,
-    credentials: 'same-origin',
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  let parsed: unknown = text;
-  try {
-    parsed = text ? JSON.parse(text) : undefined;
-  } catch {
-    // not JSON: keep the text for the message
-  }
-  if (!res.ok) {
-    const { message, code } = errorMessage(parsed, res.status);
-    throw new ApiError(res.status, message, code);
-  }
-  return parsed as T;
 }

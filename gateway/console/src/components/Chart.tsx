@@ -14,15 +14,22 @@ export function DailyChart({ dates, series, title }: { dates: string[]; series: 
   useEffect(() => {
     const host = el.current;
     if (!host) return;
-    const xs = dates.map((d) => Date.parse(`${d.slice(0, 10)}T00:00:00Z`) / 1000);
+    // The API's `date` is a short day label (SPEC), not a timestamp: days are plotted by position, labelled with it.
+    const xs = dates.map((_, i) => i);
     const width = () => Math.max(280, host.clientWidth);
     const plot = new uPlot(
       {
         width: width(),
         height: 260,
-        scales: { x: { time: true } },
-        series: [{}, ...series.map((s) => ({ label: s.label, stroke: s.color, width: 2, points: { show: xs.length <= 31 } }))],
-        axes: [{}, { size: 50 }],
+        scales: { x: { time: false } },
+        series: [
+          { label: 'Day', value: (_u: uPlot, i: number | null) => (i === null ? '--' : (dates[i] ?? '')) },
+          ...series.map((s) => ({ label: s.label, stroke: s.color, width: 2, points: { show: xs.length <= 31 } })),
+        ],
+        axes: [
+          { incrs: [1, 2, 5, 10], values: (_u: uPlot, splits: number[]) => splits.map((i) => dates[i] ?? '') },
+          { size: 50, incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 100_000, 1_000_000] },
+        ],
       },
       [xs, ...series.map((s) => s.values)],
       host,

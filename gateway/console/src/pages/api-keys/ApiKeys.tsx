@@ -78,7 +78,7 @@ export default function ApiKeys() {
       {keys.isPending ? <Loading /> : null}
       {keys.data?.length === 0 ? <Empty title="No API key">Programs send with an API key: create one above.</Empty> : null}
       {keys.data && keys.data.length > 0 ? (
-        <div className="table-wrap">
+        <div className="table-wrap" tabIndex={0}>
           <table>
             <thead>
               <tr>

@@ -102,7 +102,7 @@ function Message({ id }: { id: string }) {
       <h3>Text</h3>
       {m.text ? <pre>{m.text}</pre> : <p className="muted">No text part.</p>}
       <h3>Headers</h3>
-      <div className="table-wrap">
+      <div className="table-wrap" tabIndex={0}>
         <table>
           <tbody>
             {m.headers.map((h, i) => (
@@ -147,7 +147,7 @@ export default function DevInbox() {
       {inbox.isPending ? <Loading /> : null}
       {inbox.data?.data.length === 0 ? <Empty title="The inbox is empty">Send a test email above.</Empty> : null}
       {inbox.data && inbox.data.data.length > 0 ? (
-        <div className="table-wrap">
+        <div className="table-wrap" tabIndex={0}>
           <table>
             <thead>
               <tr>

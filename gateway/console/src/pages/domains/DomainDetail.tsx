@@ -52,6 +52,10 @@ export default function DomainDetail() {
       </>
     );
   const d = domain.data;
+  // Optimistic: the box shows the new value while the change is on its way.
+  const pendingTracking = tracking.isPending ? tracking.variables : undefined;
+  const openTracking = pendingTracking?.openTracking ?? d.openTracking;
+  const clickTracking = pendingTracking?.clickTracking ?? d.clickTracking;
   const verifying = d.isVerifying || d.status === 'PENDING' || verify.isPending;
 
   return (
@@ -81,7 +85,7 @@ export default function DomainDetail() {
 
       <h2>DNS records</h2>
       <p className="muted">Publish these at your DNS provider, then verify.</p>
-      <div className="table-wrap">
+      <div className="table-wrap" tabIndex={0}>
         <table>
           <thead>
             <tr>
@@ -118,11 +122,11 @@ export default function DomainDetail() {
       <h2>Tracking</h2>
       <div className="stack">
         <label style={{ flexDirection: 'row', alignItems: 'center', gap: '0.5rem' }}>
-          <input type="checkbox" checked={d.openTracking} disabled={tracking.isPending} onChange={(e) => tracking.mutate({ openTracking: e.target.checked })} />
+          <input type="checkbox" checked={openTracking} disabled={tracking.isPending} onChange={(e) => tracking.mutate({ openTracking: e.target.checked })} />
           Open tracking (a pixel in HTML mail)
         </label>
         <label style={{ flexDirection: 'row', alignItems: 'center', gap: '0.5rem' }}>
-          <input type="checkbox" checked={d.clickTracking} disabled={tracking.isPending} onChange={(e) => tracking.mutate({ clickTracking: e.target.checked })} />
+          <input type="checkbox" checked={clickTracking} disabled={tracking.isPending} onChange={(e) => tracking.mutate({ clickTracking: e.target.checked })} />
           Click tracking (links go through the gateway)
         </label>
       </div>

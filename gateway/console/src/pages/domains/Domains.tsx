@@ -37,7 +37,7 @@ export default function Domains() {
       {domains.isPending ? <Loading /> : null}
       {domains.data?.length === 0 ? <Empty title="No domain yet">Add the domain you send from; you will get the DNS records to publish.</Empty> : null}
       {domains.data && domains.data.length > 0 ? (
-        <div className="table-wrap">
+        <div className="table-wrap" tabIndex={0}>
           <table>
             <thead>
               <tr>

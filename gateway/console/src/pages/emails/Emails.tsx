@@ -3,7 +3,8 @@ import { Link, useSearchParams } from 'react-router';
 import { api, unwrap } from '../../api/client';
 import { Empty, ErrorBox, formatDate, Loading, PageHeader, Pager, Status } from '../../components/ui';
 
-const LIMIT = 25;
+// The API serves at most 20 per page.
+const LIMIT = 20;
 export const EMAIL_STATUSES = [
   'QUEUED', 'SENT', 'DELIVERED', 'OPENED', 'CLICKED', 'BOUNCED', 'COMPLAINED', 'DELIVERY_DELAYED',
   'REJECTED', 'RENDERING_FAILURE', 'FAILED', 'CANCELLED', 'SUPPRESSED',
@@ -94,7 +95,7 @@ export default function Emails() {
         </Empty>
       ) : null}
       {rows.length > 0 ? (
-        <div className="table-wrap">
+        <div className="table-wrap" tabIndex={0}>
           <table>
             <thead>
               <tr>

@@ -106,7 +106,7 @@ export default function Overview() {
         ) : (
           <>
             <DailyChart dates={chart.dates} series={chart.series} title={`Daily email counts, last ${days} days`} />
-            <div className="table-wrap">
+            <div className="table-wrap" tabIndex={0}>
               <table>
                 <caption className="sr-only">Totals of the last {days} days</caption>
                 <thead>

@@ -15,7 +15,7 @@ function Users({ selfId }: { selfId: string }) {
       <ErrorBox error={users.error ?? remove.error} />
       {users.isPending ? <Loading /> : null}
       {users.data ? (
-        <div className="table-wrap">
+        <div className="table-wrap" tabIndex={0}>
           <table>
             <thead>
               <tr>
@@ -104,7 +104,7 @@ function Invites() {
       <ErrorBox error={invites.error} />
       {invites.data && pending.length === 0 ? <Empty title="No pending invite" /> : null}
       {pending.length > 0 ? (
-        <div className="table-wrap">
+        <div className="table-wrap" tabIndex={0}>
           <table>
             <thead>
               <tr>

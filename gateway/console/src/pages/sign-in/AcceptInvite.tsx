@@ -3,12 +3,8 @@ import { useState, type FormEvent } from 'react';
 import { useNavigate } from 'react-router';
 import { sessionApi } from '../../api/session';
 import { ErrorBox } from '../../components/ui';
+import { inviteToken } from '../../lib/links';
 import { useSessionChanged } from '../../session';
-
-/** The token travels in the fragment (`/invite#token=mfi_…`): never sent to a server or a Referer. */
-export function inviteToken(hash: string): string | null {
-  return new URLSearchParams(hash.replace(/^#/, '')).get('token');
-}
 
 export default function AcceptInvite() {
   const navigate = useNavigate();

@@ -3,12 +3,8 @@ import { useState, type FormEvent } from 'react';
 import { Navigate, useNavigate, useSearchParams } from 'react-router';
 import { sessionApi } from '../../api/session';
 import { ErrorBox } from '../../components/ui';
+import { safeNext } from '../../lib/links';
 import { useSession, useSessionChanged } from '../../session';
-
-/** Only same-app paths: `next` comes from the URL and must not send the user elsewhere. */
-export function safeNext(next: string | null): string {
-  return next && next.startsWith('/') && !next.startsWith('//') ? next : '/';
-}
 
 export default function SignIn() {
   const [params] = useSearchParams();
