@@ -9,7 +9,6 @@ export interface PageRoute {
 }
 
 // One line per page, each page its own lazily loaded chunk (keeps the first load small).
-// console-pages: replace the `soon` lines of your areas with your pages.
 export const pageRoutes: readonly PageRoute[] = [
   { path: '', nav: 'Overview', page: lazy(() => import('./pages/overview/Overview')) },
   { path: 'emails', nav: 'Emails', page: lazy(() => import('./pages/emails/Emails')) },

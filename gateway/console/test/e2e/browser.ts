@@ -1,13 +1,21 @@
 // Shared browser helpers of the console's e2e tests (console-ui's and console-pages' pages):
 // Debian's chromium driven by playwright-core, the console served by the e2e platform's gateway.
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { AxeBuilder } from '@axe-core/playwright';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { expect } from 'vitest';
 import { GENEROUS_LIMITS, gatewayUrl, mailfleet } from '../../../test/e2e/helpers.js';
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-export const DOCS_DIR = new URL('../../docs/', import.meta.url);
+/**
+ * Where screenshots go: the README's own under gateway/console/docs/ with CONSOLE_SCREENSHOTS=docs (how they
+ * are refreshed), else a temporary directory, so an ordinary test run leaves the work tree clean.
+ */
+export const DOCS_DIR = process.env['CONSOLE_SCREENSHOTS'] === 'docs'
+  ? new URL('../../docs/', import.meta.url)
+  : new URL(`file://${path.join(os.tmpdir(), 'mailfleet-console-screenshots')}/`);
 
 export const DESKTOP = { width: 1280, height: 800 } as const;
 export const PHONE = { width: 390, height: 844 } as const;
@@ -74,7 +82,7 @@ export async function expectAccessible(page: Page, what: string): Promise<void> 
   expect(described, `accessibility of ${what}`).toEqual([]);
 }
 
-/** Writes gateway/console/docs/<name>.png (the README's screenshots). */
+/** Writes <name>.png into DOCS_DIR (gateway/console/docs/ when refreshing the README's screenshots). */
 export async function screenshot(page: Page, name: string): Promise<void> {
   fs.mkdirSync(DOCS_DIR, { recursive: true });
   await page.screenshot({ path: new URL(`${name}.png`, DOCS_DIR).pathname, fullPage: true });
