@@ -702,6 +702,20 @@ export interface LoginResponse {
   retryAfterSeconds: number;
 }
 
+/** AcceptInviteResponse opens a session as LoginResponse does. */
+export interface AcceptInviteResponse {
+  /** The session token (`mfs_...`), returned only here; only its SHA-256 is stored. */
+  token: string;
+  /** The session; absent when rate_limited. */
+  session?:
+    | SessionInfo
+    | undefined;
+  /** True when too many failed attempts were made for this email or IP. */
+  rateLimited: boolean;
+  /** Seconds until an attempt may be made again (when rate_limited). */
+  retryAfterSeconds: number;
+}
+
 /** SessionInfo describes a live session. */
 export interface SessionInfo {
   /** Session id (never the token). */
@@ -737,6 +751,21 @@ export interface AuthenticateSessionResponse {
 }
 
 export interface AuthenticateSessionResponse_RateLimitsEntry {
+  key: string;
+  value: number;
+}
+
+/** SwitchSessionTeamResponse is the session after the switch (fields as AuthenticateSessionResponse). */
+export interface SwitchSessionTeamResponse {
+  /** The session, now acting as the new team. */
+  session?:
+    | SessionInfo
+    | undefined;
+  /** Rate limits in force for the new team, as AdmitResponse.rate_limits. */
+  rateLimits: { [key: string]: number };
+}
+
+export interface SwitchSessionTeamResponse_RateLimitsEntry {
   key: string;
   value: number;
 }
@@ -5686,6 +5715,133 @@ export const LoginResponse: MessageFns<LoginResponse> = {
   },
 };
 
+function createBaseAcceptInviteResponse(): AcceptInviteResponse {
+  return { token: "", session: undefined, rateLimited: false, retryAfterSeconds: 0 };
+}
+
+export const AcceptInviteResponse: MessageFns<AcceptInviteResponse> = {
+  encode(message: AcceptInviteResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.token !== "") {
+      writer.uint32(10).string(message.token);
+    }
+    if (message.session !== undefined) {
+      SessionInfo.encode(message.session, writer.uint32(18).fork()).join();
+    }
+    if (message.rateLimited !== false) {
+      writer.uint32(24).bool(message.rateLimited);
+    }
+    if (message.retryAfterSeconds !== 0) {
+      writer.uint32(32).int32(message.retryAfterSeconds);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AcceptInviteResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAcceptInviteResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.token = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.session = SessionInfo.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.rateLimited = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.retryAfterSeconds = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AcceptInviteResponse {
+    return {
+      token: isSet(object.token) ? globalThis.String(object.token) : "",
+      session: isSet(object.session) ? SessionInfo.fromJSON(object.session) : undefined,
+      rateLimited: isSet(object.rateLimited)
+        ? globalThis.Boolean(object.rateLimited)
+        : isSet(object.rate_limited)
+        ? globalThis.Boolean(object.rate_limited)
+        : false,
+      retryAfterSeconds: isSet(object.retryAfterSeconds)
+        ? globalThis.Number(object.retryAfterSeconds)
+        : isSet(object.retry_after_seconds)
+        ? globalThis.Number(object.retry_after_seconds)
+        : 0,
+    };
+  },
+
+  toJSON(message: AcceptInviteResponse): unknown {
+    const obj: any = {};
+    if (message.token !== "") {
+      obj.token = message.token;
+    }
+    if (message.session !== undefined) {
+      obj.session = SessionInfo.toJSON(message.session);
+    }
+    if (message.rateLimited !== false) {
+      obj.rateLimited = message.rateLimited;
+    }
+    if (message.retryAfterSeconds !== 0) {
+      obj.retryAfterSeconds = Math.round(message.retryAfterSeconds);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AcceptInviteResponse>, I>>(base?: I): AcceptInviteResponse {
+    return AcceptInviteResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AcceptInviteResponse>, I>>(object: I): AcceptInviteResponse {
+    const message = createBaseAcceptInviteResponse();
+    message.token = object.token ?? "";
+    message.session = (object.session !== undefined && object.session !== null)
+      ? SessionInfo.fromPartial(object.session)
+      : undefined;
+    message.rateLimited = object.rateLimited ?? false;
+    message.retryAfterSeconds = object.retryAfterSeconds ?? 0;
+    return message;
+  },
+};
+
 function createBaseSessionInfo(): SessionInfo {
   return { sessionId: "", user: undefined, team: undefined, teams: [], expiresAt: undefined };
 }
@@ -6110,6 +6266,225 @@ export const AuthenticateSessionResponse_RateLimitsEntry: MessageFns<Authenticat
     object: I,
   ): AuthenticateSessionResponse_RateLimitsEntry {
     const message = createBaseAuthenticateSessionResponse_RateLimitsEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? 0;
+    return message;
+  },
+};
+
+function createBaseSwitchSessionTeamResponse(): SwitchSessionTeamResponse {
+  return { session: undefined, rateLimits: {} };
+}
+
+export const SwitchSessionTeamResponse: MessageFns<SwitchSessionTeamResponse> = {
+  encode(message: SwitchSessionTeamResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.session !== undefined) {
+      SessionInfo.encode(message.session, writer.uint32(10).fork()).join();
+    }
+    globalThis.Object.entries(message.rateLimits).forEach(([key, value]: [string, number]) => {
+      SwitchSessionTeamResponse_RateLimitsEntry.encode({ key: key as any, value }, writer.uint32(18).fork()).join();
+    });
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SwitchSessionTeamResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSwitchSessionTeamResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.session = SessionInfo.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            const entry2 = SwitchSessionTeamResponse_RateLimitsEntry.decode(reader, reader.uint32());
+            if (entry2.value !== undefined) {
+              message.rateLimits[entry2.key] = entry2.value;
+            }
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SwitchSessionTeamResponse {
+    return {
+      session: isSet(object.session) ? SessionInfo.fromJSON(object.session) : undefined,
+      rateLimits: isObject(object.rateLimits)
+        ? (globalThis.Object.entries(object.rateLimits) as [string, any][]).reduce(
+          (acc: { [key: string]: number }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.Number(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : isObject(object.rate_limits)
+        ? (globalThis.Object.entries(object.rate_limits) as [string, any][]).reduce(
+          (acc: { [key: string]: number }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.Number(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
+    };
+  },
+
+  toJSON(message: SwitchSessionTeamResponse): unknown {
+    const obj: any = {};
+    if (message.session !== undefined) {
+      obj.session = SessionInfo.toJSON(message.session);
+    }
+    if (message.rateLimits) {
+      const entries = globalThis.Object.entries(message.rateLimits) as [string, number][];
+      if (entries.length > 0) {
+        obj.rateLimits = {};
+        entries.forEach(([k, v]) => {
+          obj.rateLimits[k] = Math.round(v);
+        });
+      }
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SwitchSessionTeamResponse>, I>>(base?: I): SwitchSessionTeamResponse {
+    return SwitchSessionTeamResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SwitchSessionTeamResponse>, I>>(object: I): SwitchSessionTeamResponse {
+    const message = createBaseSwitchSessionTeamResponse();
+    message.session = (object.session !== undefined && object.session !== null)
+      ? SessionInfo.fromPartial(object.session)
+      : undefined;
+    message.rateLimits = (globalThis.Object.entries(object.rateLimits ?? {}) as [string, number][]).reduce(
+      (acc: { [key: string]: number }, [key, value]: [string, number]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.Number(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    return message;
+  },
+};
+
+function createBaseSwitchSessionTeamResponse_RateLimitsEntry(): SwitchSessionTeamResponse_RateLimitsEntry {
+  return { key: "", value: 0 };
+}
+
+export const SwitchSessionTeamResponse_RateLimitsEntry: MessageFns<SwitchSessionTeamResponse_RateLimitsEntry> = {
+  encode(message: SwitchSessionTeamResponse_RateLimitsEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== 0) {
+      writer.uint32(16).int32(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SwitchSessionTeamResponse_RateLimitsEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSwitchSessionTeamResponse_RateLimitsEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.value = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SwitchSessionTeamResponse_RateLimitsEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? globalThis.Number(object.value) : 0,
+    };
+  },
+
+  toJSON(message: SwitchSessionTeamResponse_RateLimitsEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== 0) {
+      obj.value = Math.round(message.value);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SwitchSessionTeamResponse_RateLimitsEntry>, I>>(
+    base?: I,
+  ): SwitchSessionTeamResponse_RateLimitsEntry {
+    return SwitchSessionTeamResponse_RateLimitsEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SwitchSessionTeamResponse_RateLimitsEntry>, I>>(
+    object: I,
+  ): SwitchSessionTeamResponse_RateLimitsEntry {
+    const message = createBaseSwitchSessionTeamResponse_RateLimitsEntry();
     message.key = object.key ?? "";
     message.value = object.value ?? 0;
     return message;
@@ -7730,9 +8105,9 @@ export const AuthServiceService = {
     requestSerialize: (value: SwitchSessionTeamRequest): Buffer =>
       Buffer.from(SwitchSessionTeamRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): SwitchSessionTeamRequest => SwitchSessionTeamRequest.decode(value),
-    responseSerialize: (value: AuthenticateSessionResponse): Buffer =>
-      Buffer.from(AuthenticateSessionResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): AuthenticateSessionResponse => AuthenticateSessionResponse.decode(value),
+    responseSerialize: (value: SwitchSessionTeamResponse): Buffer =>
+      Buffer.from(SwitchSessionTeamResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SwitchSessionTeamResponse => SwitchSessionTeamResponse.decode(value),
   },
   /** RevokeSession ends a session at once (sign-out); unknown tokens succeed. */
   revokeSession: {
@@ -7824,8 +8199,9 @@ export const AuthServiceService = {
     responseStream: false as const,
     requestSerialize: (value: AcceptInviteRequest): Buffer => Buffer.from(AcceptInviteRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): AcceptInviteRequest => AcceptInviteRequest.decode(value),
-    responseSerialize: (value: LoginResponse): Buffer => Buffer.from(LoginResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): LoginResponse => LoginResponse.decode(value),
+    responseSerialize: (value: AcceptInviteResponse): Buffer =>
+      Buffer.from(AcceptInviteResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): AcceptInviteResponse => AcceptInviteResponse.decode(value),
   },
 } as const;
 
@@ -7954,7 +8330,7 @@ export interface AuthServiceServer extends UntypedServiceImplementation {
    * SwitchSessionTeam changes the session's current team. NOT_FOUND when the
    * user is not a member of that team.
    */
-  switchSessionTeam: handleUnaryCall<SwitchSessionTeamRequest, AuthenticateSessionResponse>;
+  switchSessionTeam: handleUnaryCall<SwitchSessionTeamRequest, SwitchSessionTeamResponse>;
   /** RevokeSession ends a session at once (sign-out); unknown tokens succeed. */
   revokeSession: handleUnaryCall<RevokeSessionRequest, RevokeSessionResponse>;
   /**
@@ -7985,7 +8361,7 @@ export interface AuthServiceServer extends UntypedServiceImplementation {
    * used, withdrawn or expired token; UNAUTHENTICATED for an existing user's
    * wrong password (counted like failed sign-ins, see Login).
    */
-  acceptInvite: handleUnaryCall<AcceptInviteRequest, LoginResponse>;
+  acceptInvite: handleUnaryCall<AcceptInviteRequest, AcceptInviteResponse>;
 }
 
 export interface AuthServiceClient extends Client {
@@ -8381,18 +8757,18 @@ export interface AuthServiceClient extends Client {
    */
   switchSessionTeam(
     request: SwitchSessionTeamRequest,
-    callback: (error: ServiceError | null, response: AuthenticateSessionResponse) => void,
+    callback: (error: ServiceError | null, response: SwitchSessionTeamResponse) => void,
   ): ClientUnaryCall;
   switchSessionTeam(
     request: SwitchSessionTeamRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: AuthenticateSessionResponse) => void,
+    callback: (error: ServiceError | null, response: SwitchSessionTeamResponse) => void,
   ): ClientUnaryCall;
   switchSessionTeam(
     request: SwitchSessionTeamRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: AuthenticateSessionResponse) => void,
+    callback: (error: ServiceError | null, response: SwitchSessionTeamResponse) => void,
   ): ClientUnaryCall;
   /** RevokeSession ends a session at once (sign-out); unknown tokens succeed. */
   revokeSession(
@@ -8510,18 +8886,18 @@ export interface AuthServiceClient extends Client {
    */
   acceptInvite(
     request: AcceptInviteRequest,
-    callback: (error: ServiceError | null, response: LoginResponse) => void,
+    callback: (error: ServiceError | null, response: AcceptInviteResponse) => void,
   ): ClientUnaryCall;
   acceptInvite(
     request: AcceptInviteRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: LoginResponse) => void,
+    callback: (error: ServiceError | null, response: AcceptInviteResponse) => void,
   ): ClientUnaryCall;
   acceptInvite(
     request: AcceptInviteRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: LoginResponse) => void,
+    callback: (error: ServiceError | null, response: AcceptInviteResponse) => void,
   ): ClientUnaryCall;
 }
 
