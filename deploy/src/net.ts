@@ -1,25 +1,59 @@
+import fs from 'node:fs';
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export const LOOPBACK = '127.0.0.1';
 
 /**
- * Free TCP ports on loopback. All listeners stay open until every port is
- * chosen, so one call never returns the same port twice. Another process can
- * still take a port before the caller binds it; that window is small and only
- * matters for servers (nats-server, ferretdb) that need a concrete port.
+ * The kernel's ephemeral range (source ports of outgoing connections): a port picked inside it can be taken
+ * by any outgoing connection (a browser under test opens hundreds) before the server binds it.
+ */
+function ephemeralRange(): [number, number] {
+  try {
+    const [low, high] = fs.readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+    if (low !== undefined && high !== undefined && Number.isInteger(low) && Number.isInteger(high)) return [low, high];
+  } catch {
+    // not Linux: the IANA dynamic range
+  }
+  return [49152, 65535];
+}
+
+/** Holds `port` on `host` when it is free; undefined when something else has it. */
+async function hold(port: number, host: string): Promise<net.Server | undefined> {
+  const server = net.createServer();
+  return new Promise((resolve) => {
+    server.once('error', () => resolve(undefined));
+    server.listen(port, host, () => resolve(server));
+  });
+}
+
+/**
+ * Free TCP ports on loopback, below the kernel's ephemeral range when there is room (else from the kernel).
+ * All listeners stay open until every port is chosen, so one call never returns the same port twice. Another
+ * process that picks ports the same way can still take one before the caller binds it; choosing at random
+ * outside the ephemeral range keeps outgoing connections from doing so.
  */
 export async function findFreePorts(count: number, host = LOOPBACK): Promise<number[]> {
   const servers: net.Server[] = [];
+  const [ephemeralLow] = ephemeralRange();
+  const low = 10_000;
+  const high = ephemeralLow - 1;
   try {
     const ports: number[] = [];
-    for (let i = 0; i < count; i++) {
-      const server = net.createServer();
+    let tries = 0;
+    while (ports.length < count) {
+      let server: net.Server | undefined;
+      if (high - low > 1_000 && tries < 200) {
+        tries += 1;
+        const port = low + Math.floor(Math.random() * (high - low + 1));
+        if (ports.includes(port)) continue;
+        server = await hold(port, host);
+        if (!server) continue;
+      } else {
+        server = await hold(0, host);
+        if (!server) throw new Error(`no free port on ${host}`);
+      }
       servers.push(server);
-      await new Promise<void>((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(0, host, () => resolve());
-      });
       const address = server.address();
       if (address === null || typeof address === 'string') throw new Error('unexpected server address');
       ports.push(address.port);

@@ -5,12 +5,19 @@ import { api, unwrap } from '../../api/client';
 import { CopyButton, ErrorBox, formatDate, Loading, PageHeader, Status } from '../../components/ui';
 
 type Period = 'day' | 'week' | 'month';
+interface TrackingChange {
+  openTracking?: boolean;
+  clickTracking?: boolean;
+}
 
 export default function DomainDetail() {
   const { id = '' } = useParams();
   const qc = useQueryClient();
   const navigate = useNavigate();
   const [period, setPeriod] = useState<Period>('month');
+  // The value a box was just set to, shown until its change is answered: set in the same render as the click
+  // (the mutation's own pending state arrives a tick later, and a controlled box would flip back meanwhile).
+  const [optimistic, setOptimistic] = useState<TrackingChange>({});
   const path = { params: { path: { id } } };
   const domain = useQuery({
     queryKey: ['domain', id],
@@ -28,12 +35,17 @@ export default function DomainDetail() {
   };
   const verify = useMutation({ mutationFn: () => unwrap(api.PUT('/v1/domains/{id}/verify', path)), onSuccess: changed });
   const tracking = useMutation({
-    mutationFn: (body: { openTracking?: boolean; clickTracking?: boolean }) => unwrap(api.PATCH('/v1/domains/{id}', { ...path, body })),
+    mutationFn: (body: TrackingChange) => unwrap(api.PATCH('/v1/domains/{id}', { ...path, body })),
     onSuccess: (d) => {
       qc.setQueryData(['domain', id], d);
       changed();
     },
+    onSettled: () => setOptimistic({}),
   });
+  const setTracking = (body: TrackingChange) => {
+    setOptimistic(body);
+    tracking.mutate(body);
+  };
   const remove = useMutation({
     mutationFn: () => unwrap(api.DELETE('/v1/domains/{id}', path)),
     onSuccess: () => {
@@ -52,10 +64,8 @@ export default function DomainDetail() {
       </>
     );
   const d = domain.data;
-  // Optimistic: the box shows the new value while the change is on its way.
-  const pendingTracking = tracking.isPending ? tracking.variables : undefined;
-  const openTracking = pendingTracking?.openTracking ?? d.openTracking;
-  const clickTracking = pendingTracking?.clickTracking ?? d.clickTracking;
+  const openTracking = optimistic.openTracking ?? d.openTracking;
+  const clickTracking = optimistic.clickTracking ?? d.clickTracking;
   const verifying = d.isVerifying || d.status === 'PENDING' || verify.isPending;
 
   return (
@@ -122,11 +132,11 @@ export default function DomainDetail() {
       <h2>Tracking</h2>
       <div className="stack">
         <label style={{ flexDirection: 'row', alignItems: 'center', gap: '0.5rem' }}>
-          <input type="checkbox" checked={openTracking} disabled={tracking.isPending} onChange={(e) => tracking.mutate({ openTracking: e.target.checked })} />
+          <input type="checkbox" checked={openTracking} disabled={tracking.isPending} onChange={(e) => setTracking({ openTracking: e.target.checked })} />
           Open tracking (a pixel in HTML mail)
         </label>
         <label style={{ flexDirection: 'row', alignItems: 'center', gap: '0.5rem' }}>
-          <input type="checkbox" checked={clickTracking} disabled={tracking.isPending} onChange={(e) => tracking.mutate({ clickTracking: e.target.checked })} />
+          <input type="checkbox" checked={clickTracking} disabled={tracking.isPending} onChange={(e) => setTracking({ clickTracking: e.target.checked })} />
           Click tracking (links go through the gateway)
         </label>
       </div>
