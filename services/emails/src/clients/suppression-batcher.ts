@@ -1,4 +1,4 @@
-import { createGroupCommit } from '@mailfleet/kit';
+import { canonicalAddress, createGroupCommit } from '@mailfleet/kit';
 import type { SuppressionChecker } from './upstreams.js';
 
 interface Check {
@@ -35,7 +35,7 @@ export function createSuppressionBatcher(inner: SuppressionChecker, opts: { ling
       return checks.map((c) => {
         const hit = answers.get(c.teamId)!;
         if (hit instanceof Error) return hit;
-        const mine = new Set(c.addresses.map((a) => a.trim().toLowerCase()));
+        const mine = new Set(c.addresses.map(canonicalAddress));
         return new Set([...hit].filter((a) => mine.has(a)));
       });
     },

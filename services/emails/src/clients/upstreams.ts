@@ -1,5 +1,5 @@
 import { status } from '@grpc/grpc-js';
-import { createGrpcClient, isServiceError, type Logger, type ServiceMetrics, type UpstreamClient } from '@mailfleet/kit';
+import { canonicalAddress, createGrpcClient, isServiceError, type Logger, type ServiceMetrics, type UpstreamClient } from '@mailfleet/kit';
 import { authV1, domainsV1, suppressionsV1 } from '@mailfleet/proto';
 
 /** What signing and tracking need from the domains service. */
@@ -230,7 +230,7 @@ export function createUpstreams(opts: {
         const out = new Set<string>();
         for (let i = 0; i < addresses.length; i += 1000) {
           const r = await suppressions.call.checkSuppressed({ teamId, emails: addresses.slice(i, i + 1000) });
-          for (const e of r.suppressedEmails) out.add(e.trim().toLowerCase());
+          for (const e of r.suppressedEmails) out.add(canonicalAddress(e));
         }
         return out;
       },
