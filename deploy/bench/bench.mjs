@@ -12,7 +12,7 @@ import { MongoClient } from 'mongodb';
 import { connect } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { CAMPAIGN_ENV, campaignAddresses, campaignFigures, createBook, followCampaign, startCampaign } from './campaign.mjs';
-import { api, apiSafe, fmt, mapLimit, platformRss, round, sinkCount, sinkWatcher, summarize, table } from './lib.mjs';
+import { api, apiSafe, cpuBetween, fmt, mapLimit, platformCpuSeconds, platformRss, round, sinkCount, sinkWatcher, summarize, table } from './lib.mjs';
 import { fileStamp, repoRoot, withPlatform } from './platform.mjs';
 import { pipelinedSend } from './smtp-client.mjs';
 import { idleRate, phaseOps, pollCost, storeStats } from './storage.mjs';
@@ -97,6 +97,28 @@ export async function runBench(params) {
     };
     say('storage operations: the idle background, then one single send phase');
     ops.idle = await idleRate(ops.stats, signal);
+
+    if (params.only === 'campaign') {
+      // --only campaign: the fan-out alone (with its storage operations and CPU per process), nothing queued before it.
+      const statsPoll = () => apiSafe(gw, 'GET', '/v1/stats', { token: sendTeam.token });
+      ops.statsPollCost = await pollCost(ops.stats, ops.idle, statsPoll, POLL_COST_SAMPLES, signal);
+      const fanOut = await campaignFanOut({ session, params, ops, nats: resources.nats, sendBacklog: 0 });
+      result.campaignFanOut = { campaign: fanOut.section };
+      result.storageOps = { idlePerSecond: ops.idle.perSecond, idleWindowS: ops.idle.seconds };
+      result.storageOps.campaign = fanOut.storageOps ?? { available: false, reason: fanOut.section.reason };
+      result.memoryEndMiB = platformRss();
+      result.finishedAt = new Date().toISOString();
+      const file = path.join(repoRoot, 'bench-results', `bench-campaign-${fileStamp(startedAt)}.json`);
+      await fsp.mkdir(path.dirname(file), { recursive: true });
+      await fsp.writeFile(file, `${JSON.stringify(result, null, 2)}\n`);
+      const c = fanOut.section;
+      const so = result.storageOps.campaign;
+      process.stdout.write(`campaign to ${fmt(c.contacts)}: ${fmt(c.perMinute)} mails/min (${fmt(c.inSink)} in the sink, first after ${fmt(c.firstMessageS)} s, last after ${fmt(c.lastMessageS)} s, COMPLETED after ${fmt(c.completedS)} s; ${c.outcome})\n`
+        + `storage operations per email: ${fmt(so.perEmail)}\n`
+        + (c.cpu ? `CPU ${fmt(c.cpu.totalSeconds)} s, ${fmt(c.cpu.msPerItem)} ms per mail: ${c.cpu.byProcess.map((p) => `${p.name} ${fmt(p.msPerItem)}`).join(', ')}\n` : '')
+        + `\nJSON: ${path.relative(process.cwd(), file)}\n`);
+      return 0;
+    }
     result.storageOps = { idlePerSecond: ops.idle.perSecond, idleWindowS: ops.idle.seconds };
     result.storageOps.singleSend = await singleSendOps({ session, ops, params, nats: resources.nats });
 
@@ -201,6 +223,7 @@ async function campaignFanOut({ session, params, ops, nats, sendBacklog }) {
   // once the contacts' own events are consumed.
   await consumersIdle(nats, undefined, params.drainS * 1000, signal, 'the contacts');
   const before = await ops.stats.snapshot(Date.now(), signal);
+  const cpuBefore = platformCpuSeconds();
   const started = await startCampaign({ gw, token: team.token, from: `Bench News <news@${domain.name}>`, bookId: book.bookId, name: 'bench fan-out' });
   say(`campaign to ${book.stored} contacts: sendNow, batchSize ${started.batchSize}, window ${started.batchWindowMinutes} min`);
   const follow = followCampaign({
@@ -209,6 +232,8 @@ async function campaignFanOut({ session, params, ops, nats, sendBacklog }) {
   });
   const readCampaign = () => api(gw, 'GET', `/v1/campaigns/${started.id}`, { token: team.token });
   const outcome = await follow.done;
+  // CPU each process spent from sendNow to the last message in the sink: on 2 cores, the campaign's real budget.
+  const cpu = cpuBetween(cpuBefore, platformCpuSeconds(), follow.state.distinct || addresses.length);
   const figures = campaignFigures(follow.state, { contacts: addresses.length, startedAtMs: started.startedAtMs, outcome });
   // The campaign's own delivered counter (the campaigns service's consumer of email.delivered) catching up:
   // after that the event consumers are idle again before the event pipeline is measured.
@@ -232,6 +257,7 @@ async function campaignFanOut({ session, params, ops, nats, sendBacklog }) {
   const section = {
     available: true, ...figures, batchSize: started.batchSize, batchWindowMinutes: started.batchWindowMinutes, bookSeconds: book.seconds, deliveredCounterAfterLastMessageS: countersS,
     sendPathBacklogAtStart: sendBacklog,
+    cpu,
   };
 
   // Every email counted in analytics too, and every consumer done with the campaign's events, before the "after" snapshot.
@@ -809,6 +835,7 @@ function render(r) {
     rows.push(['  COMPLETED after', c.completedS === null ? `not COMPLETED (status ${c.status})` : `${fmt(c.completedS)} s  (first message after ${fmt(c.firstMessageS)} s)`]);
     const later = c.deliveredCounterAfterEventsConsumed === undefined ? '' : `; ${fmt(c.deliveredCounterAfterEventsConsumed)} once the event consumers were idle`;
     rows.push(['  delivered counter', c.counters ? `${fmt(c.counters.delivered)} of ${fmt(c.contacts)}${c.deliveredCounterAfterLastMessageS === null ? ` after waiting ${fmt(r.parameters.drainS)} s${later}` : ` (${c.deliveredCounterAfterLastMessageS} s after the last message)`}` : '—']);
+    if (c.cpu) rows.push(['  CPU, sendNow to last message', `${fmt(c.cpu.totalSeconds)} s, ${fmt(c.cpu.msPerItem)} ms per mail: ${c.cpu.byProcess.filter((p) => p.seconds >= 0.05).map((p) => `${p.name} ${fmt(p.msPerItem)}`).join(', ')}`]);
     rows.push(['  contacts stored (bulk)', `${fmt(c.contacts)} in ${fmt(c.bookSeconds)} s${c.sendPathBacklogAtStart > 0 ? `; ${fmt(c.sendPathBacklogAtStart)} send-path emails still queued at start` : ''}`]);
   }
   const sinkRatio = check('sinkOverCampaign')?.value;

@@ -92,6 +92,43 @@ export function platformRss() {
   return out;
 }
 
+/**
+ * CPU seconds (user + system) each platform process below this one has used so far, by child name (plus this
+ * bench process). The difference of two readings is what a phase cost each process: the profile of where a
+ * 2-core machine's time went.
+ */
+export function platformCpuSeconds() {
+  const tick = 100; // USER_HZ on Linux
+  const out = {};
+  for (const pid of descendants(process.pid)) {
+    try {
+      const cmdline = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+      const name = childName(cmdline);
+      if (!name) continue;
+      const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+      out[name] = (out[name] ?? 0) + (Number(fields[11]) + Number(fields[12])) / tick;
+    } catch {
+      // the process ended between the listing and the read
+    }
+  }
+  const own = process.cpuUsage();
+  out['bench (this process)'] = (own.user + own.system) / 1e6;
+  return out;
+}
+
+/** What each process spent between two platformCpuSeconds readings, largest first, with the total. */
+export function cpuBetween(a, b, perItems) {
+  const rows = Object.keys(b)
+    .map((name) => ({ name, seconds: round(b[name] - (a[name] ?? 0), 2) }))
+    .sort((x, y) => y.seconds - x.seconds);
+  const total = round(rows.reduce((s, r) => s + r.seconds, 0), 2);
+  return {
+    totalSeconds: total,
+    msPerItem: perItems ? round((total * 1000) / perItems, 2) : null,
+    byProcess: rows.map((r) => ({ ...r, msPerItem: perItems ? round((r.seconds * 1000) / perItems, 2) : null })),
+  };
+}
+
 export async function api(base, method, path, { token, body } = {}) {
   const headers = {};
   if (token) headers.authorization = `Bearer ${token}`;

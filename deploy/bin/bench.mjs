@@ -17,6 +17,7 @@ const usage = `usage: npm run bench -- [options]
   --drain S             seconds to wait for a backlog once a load stopped (event arrivals; default 120);
                         also how long the campaign may go without a new message before it counts as stalled
   --only events         run only the event pipeline phase (analytics counter and webhook lag)
+  --only campaign       run only the campaign fan-out (with its storage operations and CPU per process)
   --keep                keep the temporary data dir (logs, mail) after the run
   --skip-prepare        do not install/build first (already built)`;
 
@@ -56,8 +57,8 @@ const params = {
   keep: values.keep,
   only: values.only,
 };
-if (params.only !== undefined && params.only !== 'events') {
-  process.stderr.write(`--only: only 'events' is known\n${usage}\n`);
+if (params.only !== undefined && params.only !== 'events' && params.only !== 'campaign') {
+  process.stderr.write(`--only: 'events' or 'campaign'\n${usage}\n`);
   process.exit(2);
 }
 

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -32,6 +33,7 @@ func main() {
 	dataDir := flag.String("data", ".data/ferretdb", "directory for SQLite files")
 	logLevel := flag.String("log-level", "warn", "debug, info, warn or error")
 	statsPath := flag.String("stats", os.Getenv("MAILFLEET_FERRETDB_STATS"), "file for per-command statistics (JSON, rewritten every 5 s); none when empty")
+	cpuProfile := flag.String("cpu-profile", os.Getenv("MAILFLEET_FERRETDB_CPUPROFILE"), "file for a Go CPU profile of the whole run (go tool pprof); none when empty")
 	flag.Parse()
 
 	var level slog.Level
@@ -95,6 +97,21 @@ func main() {
 			os.Exit(1)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	if *cpuProfile != "" {
+		out, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(out)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "cpu profile: %v\n", err)
+			os.Exit(1)
+		}
+		// Written when the server stops (SIGTERM or Ctrl-C), after FerretDB returned.
+		defer func() {
+			pprof.StopCPUProfile()
+			_ = out.Close()
+		}()
 	}
 	stats := newCommandStats(*statsPath)
 	go stats.run(done)
