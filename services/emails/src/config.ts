@@ -72,7 +72,7 @@ export function emailsConfigSpec() {
      * Interval of the outbox relay's pass over the whole emails collection: the safety net for events a
      * crashed process wrote but did not publish (each process publishes its own writes at once).
      */
-    outboxScanIntervalMs: int('OUTBOX_SCAN_INTERVAL_MS', 10_000, 100),
+    outboxScanIntervalMs: int('OUTBOX_SCAN_INTERVAL_MS', 60_000, 100),
     /** How often expired idempotency entries are deleted. */
     sweepIntervalMs: int('SWEEP_INTERVAL_MS', 60_000, 1_000),
   };

@@ -39,7 +39,7 @@ export function baseServiceConfigSpec(name: ServiceName) {
      * The outbox relay's safety-net pass over its collections. Writes kick a pass straight away; this
      * one finds what a process that died before its kick left (a whole-collection scan on FerretDB).
      */
-    outboxScanIntervalMs: int('OUTBOX_SCAN_INTERVAL_MS', 5_000, 100),
+    outboxScanIntervalMs: int('OUTBOX_SCAN_INTERVAL_MS', 30_000, 100),
   };
 }
 export type BaseServiceConfig = ConfigOf<ReturnType<typeof baseServiceConfigSpec>>;

@@ -36,6 +36,9 @@ export interface CampaignUpstreams {
   close(): void;
 }
 
+/** Addresses per CheckSuppressed call (the suppressions service's limit). */
+export const CHECK_SUPPRESSED_MAX = 1000;
+
 export function createUpstreams(opts: {
   contactsAddr: string;
   domainsAddr: string;
@@ -95,8 +98,13 @@ export function createUpstreams(opts: {
       return Number((await emails.call.deleteCampaignEmails({ teamId, campaignId })).deletedCount);
     },
     async countSuppressed(teamId, addresses) {
-      if (addresses.length === 0) return 0;
-      return new Set((await suppressions.call.checkSuppressed({ teamId, emails: [...addresses] })).suppressedEmails.map(canonicalAddress)).size;
+      // The suppressions service answers at most CHECK_SUPPRESSED_MAX addresses per call; a page of the book may hold more.
+      const found = new Set<string>();
+      for (let i = 0; i < addresses.length; i += CHECK_SUPPRESSED_MAX) {
+        const res = await suppressions.call.checkSuppressed({ teamId, emails: addresses.slice(i, i + CHECK_SUPPRESSED_MAX) });
+        for (const e of res.suppressedEmails) found.add(canonicalAddress(e));
+      }
+      return found.size;
     },
     close() {
       contacts.close();

@@ -9,12 +9,12 @@ import type { CampaignsRepository, SendingState } from '../repositories/campaign
 
 /** Emails per SendBatch call (the emails service's batch limit). */
 export const CHUNK_SIZE = 100;
-const COUNT_PAGE = 1000;
+const COUNT_PAGE = 5000;
 /**
  * Contacts read ahead per page of the book (the contacts service's limit). On FerretDB every page
- * is a scan of the whole contacts collection, so one page serves ten chunks instead of one.
+ * is a scan of the whole contacts collection, so one page serves fifty chunks instead of one.
  */
-const READ_AHEAD = 1000;
+const READ_AHEAD = 5000;
 /** Contacts read longer ago than this are read again: an unsubscribe meanwhile is honoured. */
 const READ_AHEAD_MAX_AGE_MS = 30_000;
 const MAX_READ_AHEAD_CAMPAIGNS = 64;

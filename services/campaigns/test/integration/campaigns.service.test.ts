@@ -154,9 +154,11 @@ beforeAll(async () => {
     bindService<suppressionsV1.SuppressionsServiceServer>({
       name: 'suppressions-peer', definition: suppressionsV1.SuppressionsServiceService, logger,
       handlers: peerHandlers<suppressionsV1.SuppressionsServiceServer>({
-        checkSuppressed: async (req: suppressionsV1.CheckSuppressedRequest) => ({
-          suppressedEmails: req.emails.filter((e) => suppressed.has(e.toLowerCase())), suppressions: [],
-        }),
+        checkSuppressed: async (req: suppressionsV1.CheckSuppressedRequest) => {
+          // The real service's limit (suppressions MAX_CHECK_ADDRESSES).
+          if (req.emails.length > 1000) throw new InvalidArgumentError(`at most 1000 addresses per call (got ${req.emails.length})`);
+          return { suppressedEmails: req.emails.filter((e) => suppressed.has(e.toLowerCase())), suppressions: [] };
+        },
       }),
     }),
     bindService<domainsV1.DomainsServiceServer>({
@@ -341,7 +343,20 @@ describe('sending', () => {
     expect(first.headers).toEqual({ 'List-Unsubscribe': `<${link}>`, 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' });
   });
 
-  it('reads the book a page of 1,000 at a time and sends it in chunks of 100', async () => {
+  it('counts a book larger than one suppression check (1,000 addresses) without being refused', async () => {
+    const contacts = makeBook('book_large', 2300);
+    suppressed.add(contacts[10]!.email);
+    suppressed.add(contacts[2100]!.email);
+    const c = (await client.call.createCampaign(base({ contactBookId: 'book_large', sendNow: true, batchSize: 5000, batchWindowMinutes: 0 }))).campaign!;
+    const done = await waitFor('completion', async () => {
+      const g = await get(c.id);
+      return g.status === campaignsV1.CampaignStatus.CAMPAIGN_STATUS_COMPLETED ? g : undefined;
+    });
+    expect(done.total).toBe(2300 - 2);
+    expect(recipientsOf(c.id)).toHaveLength(2300);
+  });
+
+  it('counts the book in pages of 5,000, reads it a batch at a time and sends it in chunks of 100', async () => {
     const contacts = makeBook('book_ahead', 450);
     const c = (await client.call.createCampaign(base({ contactBookId: 'book_ahead', sendNow: true, batchSize: 1000, batchWindowMinutes: 0 }))).campaign!;
     await waitFor('completion', async () => ((await get(c.id)).status === campaignsV1.CampaignStatus.CAMPAIGN_STATUS_COMPLETED ? true : undefined));
@@ -350,7 +365,7 @@ describe('sending', () => {
     expect(to).toHaveLength(450);
     expect(new Set(to)).toEqual(new Set(contacts.map((x) => x.email)));
     // One read to count the total, one to send: not one per chunk.
-    expect(bookReads.filter((r) => r.book === 'book_ahead')).toEqual([{ book: 'book_ahead', limit: 1000 }, { book: 'book_ahead', limit: 1000 }]);
+    expect(bookReads.filter((r) => r.book === 'book_ahead')).toEqual([{ book: 'book_ahead', limit: 5000 }, { book: 'book_ahead', limit: 1000 }]);
   });
 
   it('hands several chunks of a batch over at once, and still moves the cursor over them in order', async () => {

@@ -6,8 +6,12 @@ export const CONTACTS_MAX_LIMIT = 10_000;
 /** Filters of a list call (`emails`, `ids`): more values than a page can hold make no sense. */
 export const MAX_FILTER_VALUES = CONTACTS_MAX_LIMIT;
 
-export const BOOK_PAGE_DEFAULT_LIMIT = 1000;
-export const BOOK_PAGE_MAX_LIMIT = 1000;
+/**
+ * A campaign reads its book a page at a time, and on FerretDB every page decodes the whole contacts
+ * collection (no index but _id's), so the page is large: 5,000 small contacts are about a megabyte.
+ */
+export const BOOK_PAGE_DEFAULT_LIMIT = 5000;
+export const BOOK_PAGE_MAX_LIMIT = 5000;
 
 export const UNSUBSCRIBES_DEFAULT_LIMIT = 20;
 export const UNSUBSCRIBES_MAX_LIMIT = 100;
