@@ -40,7 +40,7 @@ export async function createCampaignsServer(deps: { config: CampaignsConfig; inf
   });
 
   const sweeper = setInterval(() => {
-    void once.sweep(new Date()).catch((err: unknown) => infra.logger.warn({ err }, 'once-key sweep failed'));
+    void once.sweep(new Date(), config.processedEventRetentionMs).catch((err: unknown) => infra.logger.warn({ err }, 'once-key sweep failed'));
   }, 3_600_000);
   sweeper.unref();
   sender.start();

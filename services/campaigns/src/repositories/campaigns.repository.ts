@@ -157,8 +157,11 @@ export function createCampaignsRepository(db: Db, countingOptions: CountingOptio
   const counting = createCountOnce({
     marks: db.collection<KeyedDoc>(ONCE_KEYS), targets: col as unknown as Collection<KeyedDoc>, ...countingOptions,
   });
+  // A batch of counters is finished by one settlement per campaign (one insert), not an update of each of its
+  // keys: on FerretDB each of those updates is a statement of its own. Its keys then stay `pending` and read as
+  // finished through the settlement, which the sweep removes only after them (OnceRepository.sweep).
   const batchCounting = createBatchCountOnce({
-    marks: db.collection<KeyedDoc>(ONCE_KEYS), targets: col as unknown as Collection<KeyedDoc>, ...countingOptions,
+    marks: db.collection<KeyedDoc>(ONCE_KEYS), targets: col as unknown as Collection<KeyedDoc>, settle: true, ...countingOptions,
   });
   const effectOf = ({ id, key, eventId, counters, now, retentionMs }: CountOnceInput) => {
     const inc: Partial<Record<CounterName, number>> = {};
@@ -267,16 +270,23 @@ export function createCampaignsRepository(db: Db, countingOptions: CountingOptio
   };
 }
 
+/** A key (with `expiresAt`), or a batch's settlement (`doneAt`, no `expiresAt`). */
 interface OnceDoc {
   _id: string;
-  at: Date;
-  expiresAt: Date;
+  at?: Date;
+  expiresAt?: Date;
+  doneAt?: Date;
 }
 
 /** The keys of effects that happen once (written by countOnce): their index and the sweep of expired ones. */
 export interface OnceRepository {
   ensureIndexes(): Promise<void>;
-  sweep(now: Date): Promise<number>;
+  /**
+   * Deletes expired keys, and the settlements of batches finished more than `settlementRetentionMs` ago: a
+   * settlement is younger than every key it finishes and those expire `settlementRetentionMs` after they were
+   * written, so it never goes before them (a key without its settlement would read as a counting in flight).
+   */
+  sweep(now: Date, settlementRetentionMs: number): Promise<number>;
 }
 
 export function createOnceRepository(db: Db): OnceRepository {
@@ -287,8 +297,9 @@ export function createOnceRepository(db: Db): OnceRepository {
       // A batch of counters finishes its keys by batch id (and a take-over finishes a crashed batch's).
       await col.createIndex({ batchId: 1 }, { name: 'batch' });
     },
-    async sweep(now) {
-      return (await col.deleteMany({ expiresAt: { $lt: now } })).deletedCount;
+    async sweep(now, settlementRetentionMs) {
+      const settledBefore = new Date(now.getTime() - settlementRetentionMs);
+      return (await col.deleteMany({ $or: [{ expiresAt: { $lt: now } }, { expiresAt: { $exists: false }, doneAt: { $lt: settledBefore } }] } as Filter<OnceDoc>)).deletedCount;
     },
   };
 }

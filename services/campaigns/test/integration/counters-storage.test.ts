@@ -1,8 +1,7 @@
-import { BULK_CHUNK } from '@mailfleet/kit';
 import { testMongoUrl, uniqueDbName } from '@mailfleet/testkit';
 import { MongoClient, type CommandStartedEvent, type Db } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createCampaignsRepository, type CountOnceInput } from '../../src/repositories/campaigns.repository.js';
+import { createCampaignsRepository, createOnceRepository, type CountOnceInput } from '../../src/repositories/campaigns.repository.js';
 
 /** The campaign counters' storage budget: writes per batch of events, not per event (driver command monitoring). */
 const dbName = uniqueDbName('campaigns_counters_ops');
@@ -25,7 +24,7 @@ afterAll(async () => {
 });
 
 describe('campaign counters in batches', () => {
-  it('300 deliveries of one campaign cost one write per step (finish one per bulk of marks), counted once each, and a replay adds nothing', async () => {
+  it('300 deliveries of one campaign cost one write per step (finished by one settlement), counted once each, and a replay adds nothing', async () => {
     await db.collection('campaigns').insertOne({ _id: 'cmp_1' as never, delivered: 0, sent: 0 });
     const repo = createCampaignsRepository(db);
     const now = new Date();
@@ -34,10 +33,32 @@ describe('campaign counters in batches', () => {
     }));
     writes.length = 0;
     expect(await repo.countBatch(inputs)).toMatchObject({ counted: 300, alreadyCounted: 0 });
-    expect(writes).toEqual(['insert once_keys', 'update campaigns', ...Array<string>(Math.ceil(300 / BULK_CHUNK)).fill('update once_keys'), 'update campaigns']);
+    expect(writes).toEqual(['insert once_keys', 'update campaigns', 'insert once_keys', 'update campaigns']);
     expect(await repo.countBatch(inputs.slice(0, 50))).toMatchObject({ counted: 0, alreadyCounted: 50 });
     const doc = await db.collection('campaigns').findOne({ _id: 'cmp_1' as never });
     expect(doc).toMatchObject({ delivered: 300, sent: 0, pending: [] });
+  });
+
+  it('the sweep takes a settlement only once the keys it finishes have expired', async () => {
+    await db.collection('campaigns').insertOne({ _id: 'cmp_sweep' as never, delivered: 0, sent: 0 });
+    const repo = createCampaignsRepository(db);
+    const once = createOnceRepository(db);
+    const now = new Date();
+    const retentionMs = 60_000;
+    const inputs: CountOnceInput[] = Array.from({ length: 5 }, (_, i) => ({
+      id: 'cmp_sweep', key: `count:cmp_sweep:sent:em_${i}`, eventId: `evt_s${i}`, counters: ['sent'], now, retentionMs,
+    }));
+    await repo.countBatch(inputs);
+    const ofCampaign = { $or: [{ _id: { $in: inputs.map((i) => i.key) } }, { target: 'cmp_sweep' }] } as never;
+    expect(await db.collection('once_keys').countDocuments(ofCampaign)).toBe(6);
+    // Before the keys expire nothing goes, and a replay still counts nothing.
+    await once.sweep(new Date(now.getTime() + retentionMs / 2), retentionMs);
+    expect(await db.collection('once_keys').countDocuments(ofCampaign)).toBe(6);
+    expect(await repo.countBatch(inputs)).toMatchObject({ counted: 0, alreadyCounted: 5 });
+    // Once they have, the keys and their settlement go together.
+    await once.sweep(new Date(now.getTime() + 2 * retentionMs + 1_000), retentionMs);
+    expect(await db.collection('once_keys').countDocuments(ofCampaign)).toBe(0);
+    expect(await db.collection('campaigns').findOne({ _id: 'cmp_sweep' as never })).toMatchObject({ sent: 5, pending: [] });
   });
 
   it('a campaign that is gone counts nothing', async () => {
