@@ -98,7 +98,8 @@ interface EmailDoc extends OutboxDoc {
   references: string[];
   scheduledAt?: Date;
   latestStatus: EmailStatus;
-  events: { id: string; status: EmailStatus; data: Record<string, unknown>; createdAt: Date }[];
+  /** Each a StoredEventDoc, or (written before the compact form) the event as an object. */
+  events: (StoredEventDoc | LegacyStoredEvent)[];
   sendState: SendState;
   recipients: { pending: string[]; accepted: string[]; bounced: string[]; suppressed: string[]; failed: string[] };
   attempts: number;
@@ -117,6 +118,32 @@ interface EmailDoc extends OutboxDoc {
   version: number;
   createdAt: Date;
   updatedAt: Date;
+}
+
+/**
+ * A stored event as the email document holds it: one JSON string `{id, status, data, at}` (`at` in epoch ms).
+ * Every status change rewrites the whole document on FerretDB, which also stores a type schema beside each
+ * field: an array of objects carries a schema per element, several times the size of the event itself, an
+ * array of strings one word per element. The event data is JSON already (strings, numbers, arrays).
+ */
+type StoredEventDoc = string;
+
+/** How stored events were written before the compact form: still read. */
+interface LegacyStoredEvent {
+  id: string;
+  status: EmailStatus;
+  data: Record<string, unknown>;
+  createdAt: Date;
+}
+
+export function encodeStoredEvent(e: StoredEvent): StoredEventDoc {
+  return JSON.stringify({ id: e.id, status: e.status, data: e.data, at: e.createdAt.getTime() });
+}
+
+export function decodeStoredEvent(e: StoredEventDoc | LegacyStoredEvent): StoredEvent {
+  if (typeof e !== 'string') return { id: e.id, status: e.status, data: e.data, createdAt: e.createdAt };
+  const o = JSON.parse(e) as { id: string; status: EmailStatus; data?: Record<string, unknown>; at: number };
+  return { id: o.id, status: o.status, data: o.data ?? {}, createdAt: new Date(o.at) };
 }
 
 /** The rendered bodies and custom headers: written once, read to send and to show; kept out of the email document, which every status change rewrites. */
@@ -273,7 +300,7 @@ function toRecord(d: EmailDoc): EmailRecord {
     cc: d.cc, bcc: d.bcc, replyTo: d.replyTo, subject: d.subject,
     hasAttachments: d.hasAttachments, templateId: d.templateId, campaignId: d.campaignId, contactId: d.contactId, metadata,
     messageId: d.messageId, inReplyTo: d.inReplyTo, references: d.references ?? [], scheduledAt: d.scheduledAt,
-    latestStatus: d.latestStatus, events: (d.events ?? []).map((e) => ({ id: e.id, status: e.status, data: e.data, createdAt: e.createdAt })),
+    latestStatus: d.latestStatus, events: (d.events ?? []).map(decodeStoredEvent),
     sendState: d.sendState, recipients: d.recipients, attempts: d.attempts, nextAttemptAt: d.nextAttemptAt,
     suppressionCheckedAt: d.suppressionCheckedAt, sentAt: d.sentAt, reportKeys: d.reportKeys ?? [],
     trackingEventCount: d.trackingEventCount ?? 0, outbox: d.outbox ?? [], version: d.version, createdAt: d.createdAt, updatedAt: d.updatedAt,
@@ -365,7 +392,7 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
     const update: Record<string, unknown> = { $set: set, $inc: { version: 1, ...(m.incTracking ? { trackingEventCount: 1 } : {}) } };
     if (m.unset && m.unset.length > 0) update.$unset = Object.fromEntries(m.unset.map((k) => [k, '']));
     const push: Record<string, unknown> = {};
-    if (stored.length > 0) push.events = { $each: stored };
+    if (stored.length > 0) push.events = { $each: stored.map(encodeStoredEvent) };
     if (m.addReportKey) push.reportKeys = m.addReportKey;
     if (Object.keys(push).length > 0) update.$push = push;
     // Entries this process already published leave with this write: no separate removal (a rewrite of
@@ -404,7 +431,7 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
     if (!w.marker) return false;
     if ('eventId' in w.marker) {
       const id = w.marker.eventId;
-      return (d.events ?? []).some((e) => e.id === id);
+      return (d.events ?? []).some((e) => decodeStoredEvent(e).id === id);
     }
     return (d.reportKeys ?? []).includes(w.marker.reportKey);
   }
@@ -495,7 +522,7 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
           cc: [...e.cc], bcc: [...e.bcc], replyTo: [...e.replyTo], subject: e.subject,
           hasAttachments: e.attachments.length > 0, messageId: e.messageId, references: [...e.references],
           latestStatus: latest ?? 'QUEUED',
-          events: events.map((ev, i) => ({ id: ev.id, status: e.events[i]!.status, data: storedEventData(e.events[i]!.extras), createdAt: e.createdAt })),
+          events: events.map((ev, i) => encodeStoredEvent({ id: ev.id, status: e.events[i]!.status, data: storedEventData(e.events[i]!.extras), createdAt: e.createdAt })),
           sendState: sending ? 'PENDING' : 'DONE',
           recipients: { pending: [...e.pending], accepted: [], bounced: [], suppressed: [...e.suppressed], failed: [...(e.failed ?? [])] },
           attempts: 0, suppressionCheckedAt: e.createdAt, reportKeys: [], trackingEventCount: 0, version: 1,

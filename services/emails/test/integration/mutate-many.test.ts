@@ -101,3 +101,28 @@ describe('mutateMany', () => {
     expect(await repo.mutateMany([{ initial: e!, fn: send }])).toEqual([undefined]);
   });
 });
+
+describe('stored events', () => {
+  it('are written as one JSON string each, and events stored as objects before are still read', async () => {
+    const e = email();
+    await repo.insertMany([e]);
+    const [first] = await repo.getManyById([e.id]);
+    await repo.mutateMany([{ initial: first!, fn: send }]);
+    const raw = await mongo.db.collection('emails').findOne({ _id: e.id as never });
+    expect((raw!.events as unknown[]).every((x) => typeof x === 'string')).toBe(true);
+    const read = await repo.get('team_mm', e.id);
+    expect(read!.events.map((x) => x.status)).toEqual(['QUEUED', 'SENT']);
+    expect(read!.events[1]!.createdAt).toBeInstanceOf(Date);
+
+    // The form before: an object per event.
+    const legacyAt = new Date('2026-01-02T03:04:05.678Z');
+    await mongo.db.collection('emails').updateOne({ _id: e.id as never }, { $set: { events: [{ id: 'evt_old', status: 'QUEUED', data: { note: 'x' }, createdAt: legacyAt }] } });
+    const legacy = await repo.get('team_mm', e.id);
+    expect(legacy!.events).toEqual([{ id: 'evt_old', status: 'QUEUED', data: { note: 'x' }, createdAt: legacyAt }]);
+    // A change on top keeps the old event and adds the new one in the compact form.
+    await repo.mutate(e.id, () => ({ events: [{ status: 'DELIVERED', extras: { to: ['b@q.example'] } }], addReportKey: 'k-legacy' }), { now: () => new Date() });
+    const mixed = await repo.get('team_mm', e.id);
+    expect(mixed!.events.map((x) => x.status)).toEqual(['QUEUED', 'DELIVERED']);
+    expect(mixed!.events[1]!.data).toEqual({ to: ['b@q.example'] });
+  });
+});

@@ -5,6 +5,7 @@ import { testMongoUrl } from '@mailfleet/testkit';
 import { MongoClient } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually, startHarness, statusName, type EmailsReplica, type Harness } from './harness.js';
+import { decodeStoredEvent } from '../../src/repositories/emails.repository.js';
 
 let h: Harness;
 let second: EmailsReplica;
@@ -124,14 +125,15 @@ describe('the send queue', () => {
     const mail = await h.mail();
     for (const to of tos) expect(mail.filter((m) => m.envelope.rcptTo.includes(to)), to).toHaveLength(1);
     // The records follow the relay's answers within moments; then each shows one SENT.
-    const sentCount = (d: unknown) => (d as { events: { status: string }[] }).events.filter((e) => e.status === 'SENT').length;
+    const statuses = (d: unknown) => (d as { events: Parameters<typeof decodeStoredEvent>[0][] }).events.map((e) => decodeStoredEvent(e).status);
+    const sentCount = (d: unknown) => statuses(d).filter((s) => s === 'SENT').length;
     const docs = await eventually(async () => {
       const all = await mongo.db(h.emailsDb).collection('emails').find({ _id: { $in: ids } } as never).toArray();
       return all.length === ids.length && all.every((d) => sentCount(d) >= 1) && all;
     }, 60_000, 'every email recorded as sent');
     // Recorded as sent once each, whatever the attempts (a slow relay may time an attempt out and retry it).
     const sentTwice = docs.filter((d) => sentCount(d) !== 1);
-    expect(sentTwice.map((d) => [d._id, (d as unknown as { events: { status: string }[] }).events.map((e) => e.status).join(',')])).toEqual([]);
+    expect(sentTwice.map((d) => [d._id, statuses(d).join(',')])).toEqual([]);
     // And nothing is left in the queue for them.
     await eventually(async () => (await mongo.db(h.emailsDb).collection('send_queue').countDocuments({ _id: { $in: ids } } as never)) === 0, 30_000, 'queue entries removed');
   });
