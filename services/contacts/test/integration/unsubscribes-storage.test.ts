@@ -1,4 +1,4 @@
-import { createEvent, createLogger, type EventEnvelope } from '@mailfleet/kit';
+import { createEvent, createLogger, outboxEventType, type EventEnvelope, type OutboxEntry } from '@mailfleet/kit';
 import { countStorageOps, testMongoUrl, uniqueDbName, type StorageOpsCounter } from '@mailfleet/testkit';
 import { MongoClient, type Db } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -68,7 +68,7 @@ describe('delivery events unsubscribe contacts in batches', () => {
     expect(await col.countDocuments({ teamId: 'team_b', subscribed: true })).toBe(60);
     // Each contact's write carries its own contact.updated and contact.unsubscribed (the outbox).
     const one = await col.findOne({ _id: 'ct_cb_2_r7@example.com' as never });
-    expect((one?.outbox as { event: { type: string } }[] | undefined)?.map((e) => e.event.type)).toEqual(['contact.created', 'contact.updated', 'contact.unsubscribed']);
+    expect((one?.outbox as OutboxEntry[] | undefined)?.map(outboxEventType)).toEqual(['contact.created', 'contact.updated', 'contact.unsubscribed']);
 
     ops.start();
     await handler(batch, { log });

@@ -1,4 +1,4 @@
-import { encodeEvent, type Logger, type NatsHandle, type OutboxEntry, type ServiceMetrics } from '@mailfleet/kit';
+import { outboxEventType, outboxMessage, type Logger, type NatsHandle, type OutboxEntry, type ServiceMetrics } from '@mailfleet/kit';
 import type { AnyBulkWriteOperation, Collection, Document } from 'mongodb';
 
 /**
@@ -95,8 +95,8 @@ export function createOutboxPublisher(opts: {
       const done: OutboxEntry[] = [];
       try {
         for (const entry of entries) {
-          await opts.nats.js.publish(entry.subject, encodeEvent(entry.event), { msgID: entry.id, timeout: 5_000 });
-          opts.metrics?.eventsPublished.inc({ type: entry.event.type });
+          await opts.nats.js.publish(entry.subject, outboxMessage(entry), { msgID: entry.id, timeout: 5_000 });
+          opts.metrics?.eventsPublished.inc({ type: outboxEventType(entry) });
           done.push(entry);
         }
       } finally {

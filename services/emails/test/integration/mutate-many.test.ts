@@ -1,4 +1,4 @@
-import { connectMongo, type MongoHandle } from '@mailfleet/kit';
+import { connectMongo, outboxEventType, type MongoHandle } from '@mailfleet/kit';
 import { testMongoUrl, uniqueDbName } from '@mailfleet/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEmailsRepository, type EmailRecord, type EmailsRepository, type Mutation, type NewEmail } from '../../src/repositories/emails.repository.js';
@@ -48,7 +48,7 @@ describe('mutateMany', () => {
     for (const e of after) {
       expect(e.version).toBe(2);
       expect(e.events.map((ev) => ev.status)).toEqual(['QUEUED', 'SENT']);
-      expect(e.outbox.map((o) => o.event.type)).toEqual(['email.queued', 'email.sent']);
+      expect(e.outbox.map(outboxEventType)).toEqual(['email.queued', 'email.sent']);
     }
   });
 

@@ -18,8 +18,29 @@ import { encodeEvent, subjectFor, type EventEnvelope } from './events.js';
 export interface OutboxEntry {
   id: string;
   subject: string;
-  event: EventEnvelope;
+  /** The event's type (for metrics and logs, without parsing it). */
+  type?: string;
+  /**
+   * The event exactly as it is published: its JSON text. Not an object, because the document is read and
+   * rewritten whole by every change on FerretDB, which stores a type schema beside each field of an
+   * object: the envelope's schema alone was larger than the event.
+   */
+  json?: string;
+  /** How entries were written before `json` (still published): the event as an object. */
+  event?: EventEnvelope;
   createdAt: Date;
+}
+
+/** The message an outbox entry publishes, in either of its forms. */
+export function outboxMessage(entry: OutboxEntry): Uint8Array {
+  if (entry.json !== undefined) return new TextEncoder().encode(entry.json);
+  if (entry.event) return encodeEvent(entry.event);
+  throw new Error(`outbox entry ${entry.id} carries no event`);
+}
+
+/** The type of the event an outbox entry carries. */
+export function outboxEventType(entry: OutboxEntry): string {
+  return entry.type ?? entry.event?.type ?? 'unknown';
 }
 
 export interface OutboxDoc {
@@ -29,7 +50,7 @@ export interface OutboxDoc {
 }
 
 export function outboxEntries(events: readonly EventEnvelope<unknown>[]): OutboxEntry[] {
-  return events.map((e) => ({ id: e.id, subject: subjectFor(e.type), event: e as EventEnvelope, createdAt: new Date() }));
+  return events.map((e) => ({ id: e.id, subject: subjectFor(e.type), type: e.type, json: JSON.stringify(e), createdAt: new Date() }));
 }
 
 /** Merges `$push: {outbox: ...}` into an update so the change and its events land together. */
@@ -106,8 +127,8 @@ export function createOutboxRelay(opts: OutboxRelayOptions): OutboxRelay {
       const done: OutboxEntry[] = [];
       try {
         for (const entry of (doc.outbox ?? []) as OutboxEntry[]) {
-          await opts.nats.js.publish(entry.subject, encodeEvent(entry.event), { msgID: entry.id, timeout: 5_000 });
-          opts.metrics?.eventsPublished.inc({ type: entry.event.type });
+          await opts.nats.js.publish(entry.subject, outboxMessage(entry), { msgID: entry.id, timeout: 5_000 });
+          opts.metrics?.eventsPublished.inc({ type: outboxEventType(entry) });
           await opts.afterPublish?.(entry);
           done.push(entry);
         }
