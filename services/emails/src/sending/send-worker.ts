@@ -8,7 +8,7 @@ import type { BounceDetails } from '../domain/event-data.js';
 import { verpAddress } from '../domain/verp.js';
 import type { EmailContent, EmailRecord, EmailsRepository, MutateResult, Mutation } from '../repositories/emails.repository.js';
 import type { QueueEntry, SendQueueRepository } from '../repositories/send-queue.repository.js';
-import { composeMessage } from './compose.js';
+import { composeMessage, createSigningKeys } from './compose.js';
 import { failMutation, isPending, outcomeMutation, suppressMutation, whyNotSendable } from './outcomes.js';
 
 export interface SendWorkerOptions {
@@ -104,6 +104,7 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
   const now = opts.now ?? (() => new Date());
   const recheckMs = opts.suppressionRecheckMs ?? 30_000;
   const batchSize = opts.batchSize ?? 100;
+  const signingKeys = createSigningKeys();
   let stopping = false;
   const sleepers = new Set<() => void>();
 
@@ -205,7 +206,7 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
     let raw: Buffer;
     try {
       const attachments = e.hasAttachments ? await opts.emails.attachmentsOf(e.id) : [];
-      raw = await composeMessage({ email: e, content, identity, attachments, tracking: opts.tracking, date: now() });
+      raw = await composeMessage({ email: e, content, identity, attachments, tracking: opts.tracking, date: now(), signingKeys });
     } catch (err) {
       log.error({ err }, 'could not build the message');
       await persist(e, lease, (x) => failMutation(x, 'The message could not be built or signed', 'REJECTED'));

@@ -4,7 +4,7 @@ import { dkimVerify } from 'mailauth/lib/dkim/verify.js';
 import { describe, expect, it } from 'vitest';
 import { deriveKey, verifyTrackingToken } from '../../src/domain/tracking.js';
 import type { EmailRecord } from '../../src/repositories/emails.repository.js';
-import { composeMessage } from '../../src/sending/compose.js';
+import { composeMessage, createSigningKeys } from '../../src/sending/compose.js';
 
 const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
 const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
@@ -50,6 +50,23 @@ describe('composeMessage', () => {
     expect(res.results).toHaveLength(1);
     expect(res.results[0]?.status.result).toBe('pass');
     expect(res.results[0]?.signingDomain).toBe('mail.example.com');
+  });
+
+  it('signs with a key parsed once and kept: the signature still verifies, and the same key object serves the next message', async () => {
+    const keys = createSigningKeys(2);
+    const resolver = async (name: string, type: string) => {
+      if (type === 'TXT' && name === 'mf1._domainkey.mail.example.com') return [[`v=DKIM1; k=rsa; p=${p}`]];
+      throw Object.assign(new Error('not found'), { code: 'ENOTFOUND' });
+    };
+    for (let i = 0; i < 2; i++) {
+      const raw = await composeMessage({ email, content, identity, attachments: [], tracking: { publicUrl: 'https://t.example.com', key }, date: now, signingKeys: keys });
+      expect((await dkimVerify(raw, { resolver })).results[0]?.status.result).toBe('pass');
+    }
+    expect(keys.of(pem)).toBe(keys.of(pem));
+    // Bounded: past `max` keys the oldest is parsed again when it comes back.
+    const first = keys.of(pem);
+    for (const bits of [1024, 1024]) keys.of(generateKeyPairSync('rsa', { modulusLength: bits }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString());
+    expect(keys.of(pem)).not.toBe(first);
   });
 
   it('carries the stored headers, hides Bcc, and attaches files', async () => {
