@@ -47,7 +47,11 @@ export interface DeliveryWorkerOptions {
    * released to the queue instead.
    */
   handOffMaxAgeMs?: number;
-  /** Most deliveries claimed at fan-out waiting at once (default 4 × concurrency). */
+  /**
+   * Most deliveries claimed at fan-out waiting at once (default `concurrency`): few enough that a worker that keeps
+   * up at all starts them within `handOffMaxAgeMs`. A worker that falls behind gets the rest stored free, claimed
+   * from the queue when it has room (one released after waiting too long costs two writes more than either way).
+   */
   handOffLimit?: number;
   logger: Logger;
   now?: () => Date;
@@ -85,7 +89,7 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
   /** Deliveries claimed at fan-out for this worker, oldest first, with when they were claimed. */
   let adopted: { claim: ClaimedDelivery; at: number }[] = [];
   const handOffMaxAgeMs = opts.handOffMaxAgeMs ?? 0;
-  const handOffLimit = opts.handOffLimit ?? opts.concurrency * 4;
+  const handOffLimit = opts.handOffLimit ?? opts.concurrency;
 
   function signal(): void {
     woken = true;
