@@ -103,8 +103,12 @@ const STALE_PER_CLAIM = 20;
  * at most this many claims (or `lookMaxAgeMs`) to be seen.
  */
 export const LOOK_LIMIT = 256;
-/** The most entries this replica keeps in view (with a copy of each record it wrote: a few MB); past it, new ones are left to the next look. */
-const VIEW_LIMIT = 4_000;
+/**
+ * The most entries this replica keeps in view (with a copy of each record it wrote: about 15 MB when full); past
+ * it, new ones are left to the next look, and their records are read back when claimed (a read per delivery, and
+ * looks that scan the queue), so it covers a backlog of tens of seconds at hundreds of events a second.
+ */
+const VIEW_LIMIT = 10_000;
 
 export interface DeliveriesRepositoryOptions {
   /**
