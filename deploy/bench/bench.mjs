@@ -662,6 +662,9 @@ async function eventPipeline({ gw, team, params, resources, signal }) {
 
   say(`publishing ${total} email.delivered events at ${params.eventRate}/s`);
   const acks = [];
+  // CPU of every process from the first publish until the last arrival (or the drain limit): the polls of the
+  // counter and the feed are in it too, as they are in the lags.
+  const cpuBefore = platformCpuSeconds();
   const t0 = Date.now();
   for (let i = 0; i < total && !signal.aborted; i++) {
     const wait = t0 + (i * 1000) / params.eventRate - Date.now();
@@ -687,6 +690,7 @@ async function eventPipeline({ gw, team, params, resources, signal }) {
   publishing = false;
   giveUpAt = Date.now() + params.drainS * 1000;
   await poller;
+  const cpu = cpuBetween(cpuBefore, platformCpuSeconds(), total);
   const pollSeconds = (Date.now() - t0) / 1000;
   // Which events the polls never saw arrive are in the feed all the same (a late arrival time unknown), and which are not.
   const seenByPolls = feedAt.size;
@@ -715,6 +719,7 @@ async function eventPipeline({ gw, team, params, resources, signal }) {
       seenByPolls, inFeedAtEnd: finalRead ? inFeed.size : null,
     },
     webhook: section(webhookReason, lags((p) => webhookAt.get(p.eventId)), 'HTTPS receiver; arrival = first request carrying the event id'),
+    cpu,
   };
 }
 
@@ -764,6 +769,9 @@ function eventRows(r, mark) {
     : `; ${fmt(feed.inFeedAtEnd)} of ${fmt(ep.events)} in the feed at the end`;
   rows.push(['analytics feed (/v1/events)', `${lagRow(feed, 'not seen arriving')}${feedEnd}`]);
   rows.push(['webhook receiver', `${lagRow(ep.webhook)}${mark('webhookLag')}`]);
+  if (ep.cpu) {
+    rows.push(['  CPU, first publish to last arrival', `${fmt(ep.cpu.totalSeconds)} s, ${fmt(ep.cpu.msPerItem)} ms per event: ${ep.cpu.byProcess.filter((p) => p.seconds >= 0.05).map((p) => `${p.name} ${fmt(p.msPerItem)}`).join(', ')}`]);
+  }
   return rows;
 }
 

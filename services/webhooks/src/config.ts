@@ -23,7 +23,7 @@ export function webhooksConfigSpec() {
      * Deliveries held at once by one replica: being posted, or their results being written (a webhook's next round
      * goes out while the last one's results are written, so this is a few rounds' worth).
      */
-    concurrency: int('WEBHOOK_CONCURRENCY', 64, 1, 1_000),
+    concurrency: int('WEBHOOK_CONCURRENCY', 256, 1, 1_000),
     /**
      * Attempts in flight at once to one webhook in one replica: a slow endpoint holds at most this many slots. Also
      * the size of a round (claimed together, results written together), so it sets how far one busy webhook's

@@ -31,6 +31,17 @@ export function roundSizeOf(config: Pick<WebhooksConfig, 'perWebhookConcurrency'
   return config.perWebhookConcurrency * waves;
 }
 
+/**
+ * How long a delivery claimed at fan-out may wait for its round: its lease ran from the fan-out, and a round's
+ * posts may take one time-out per `perWebhookConcurrency` of them, so what is left of the lease after the wait
+ * must hold all of that with 5 s to spare (as roundSizeOf keeps for a claim). 0 when the lease leaves no room (the
+ * fan-out then claims nothing and the worker claims every delivery from the queue).
+ */
+export function handOffMaxAgeOf(config: Pick<WebhooksConfig, 'perWebhookConcurrency' | 'claimLeaseMs' | 'timeoutMs'>): number {
+  const waves = roundSizeOf(config) / config.perWebhookConcurrency;
+  return Math.max(0, config.claimLeaseMs - 5_000 - waves * config.timeoutMs);
+}
+
 export async function createWebhooksServer(deps: {
   config: WebhooksConfig;
   infra: ServiceInfra;
@@ -65,6 +76,7 @@ export async function createWebhooksServer(deps: {
     roundSize: roundSizeOf(config),
     leaseMs: config.claimLeaseMs,
     pollIntervalMs: config.pollIntervalMs,
+    handOffMaxAgeMs: handOffMaxAgeOf(config),
     logger: logger.child({ worker: 'delivery' }),
   });
   worker.start();
@@ -98,7 +110,7 @@ export async function createWebhooksServer(deps: {
       logger,
       metrics,
     })],
-    consumers: [createFanoutConsumer({ webhooks, deliveries, nats, logger, metrics, onDeliveries: () => worker.kick() })],
+    consumers: [createFanoutConsumer({ webhooks, deliveries, nats, logger, metrics, onDeliveries: () => worker.kick(), ...(worker.handOff ? { handOff: worker.handOff } : {}) })],
     workers: [
       { name: 'delivery worker', stop: () => worker.stop() },
       { name: 'delivery sweeper', stop: async () => clearInterval(sweeper) },

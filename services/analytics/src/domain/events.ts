@@ -99,6 +99,25 @@ function typedEmailData(type: string, data: Readonly<Record<string, unknown>>): 
 const validDate = (d: Date | undefined): Date | undefined => (d && !Number.isNaN(d.getTime()) ? d : undefined);
 const nonBlank = (s: string | undefined): string | undefined => (s !== undefined && s.trim() !== '' ? s : undefined);
 
+function summaryFrom(emailId: string, data: Readonly<Record<string, unknown>>, typed: eventsV1.EmailEventData): EmailSummary {
+  // One recipient given as a bare string is still shown (older producers wrote it so).
+  return { id: emailId, to: typeof data.to === 'string' ? (data.to ? [data.to] : []) : typed.to, subject: typed.subject, from: typed.from };
+}
+
+/**
+ * The email summary of a stored payload, as readEmailEvent gave it when the event came: the feed keeps only the
+ * payload, so its documents are smaller to scan. A payload that no longer reads gives what it can (empty fields).
+ */
+export function emailSummaryOf(data: Readonly<Record<string, unknown>>): EmailSummary {
+  let typed: eventsV1.EmailEventData;
+  try {
+    typed = eventsV1.EmailEventData.fromJSON(data);
+  } catch {
+    typed = eventsV1.EmailEventData.fromJSON({});
+  }
+  return summaryFrom(typed.id, data, typed);
+}
+
 /**
  * Reads an `email.*` event (SPEC 6.3 payload) through the typed contract.
  * Undefined for a type that is not an email status (nothing to keep). Throws
@@ -128,8 +147,7 @@ export function readEmailEvent(event: EventEnvelope): EmailFact | undefined {
     createdAt,
     day: utcDay(occurredAt),
     metrics: metricsOf(status, typed),
-    // One recipient given as a bare string is still shown (older producers wrote it so).
-    summary: { id: emailId, to: typeof data.to === 'string' ? (data.to ? [data.to] : []) : typed.to, subject: typed.subject, from: typed.from },
+    summary: summaryFrom(emailId, data, typed),
     data,
   };
 }

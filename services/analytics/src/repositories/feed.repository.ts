@@ -1,6 +1,6 @@
 import { isDuplicateKeyError } from '@mailfleet/kit';
 import type { Collection, Db, Filter } from 'mongodb';
-import type { EmailFact, EmailStatus, EmailSummary } from '../domain/events.js';
+import { emailSummaryOf, type EmailFact, type EmailStatus, type EmailSummary } from '../domain/events.js';
 
 /** One email event of the activity and events feeds (SPEC 2.5 and 4.11). */
 export interface FeedItem {
@@ -13,11 +13,14 @@ export interface FeedItem {
   readonly email: EmailSummary;
 }
 
+/**
+ * Only what a page is chosen by, plus the payload: FerretDB reads (decodes) every document of the collection for
+ * a page, so every field costs on every read; the email id and summary are read back from the payload.
+ */
 interface FeedDoc {
   /** The event id: a redelivered event is inserted once. */
   _id: string;
   teamId: string;
-  emailId: string;
   domainId: string;
   status: EmailStatus;
   /**
@@ -26,7 +29,9 @@ interface FeedDoc {
    */
   dataJson: string;
   createdAt: Date;
-  email: { id: string; to: string[]; subject: string; from: string };
+  /** Written by earlier versions (now read from `dataJson`): used when present. */
+  emailId?: string;
+  email?: { id: string; to: string[]; subject: string; from: string };
 }
 
 export interface FeedFilter {
@@ -59,9 +64,8 @@ function parseData(json: string): Record<string, unknown> {
 
 function docOf(fact: EmailFact): FeedDoc {
   return {
-    _id: fact.eventId, teamId: fact.teamId, emailId: fact.emailId, domainId: fact.domainId, status: fact.status,
+    _id: fact.eventId, teamId: fact.teamId, domainId: fact.domainId, status: fact.status,
     dataJson: JSON.stringify(fact.data), createdAt: fact.createdAt,
-    email: { id: fact.summary.id, to: [...fact.summary.to], subject: fact.summary.subject, from: fact.summary.from },
   };
 }
 
@@ -106,9 +110,11 @@ export function createFeedRepository(db: Db): FeedRepository {
       if (filter.status) q.status = filter.status;
       if (filter.after) q.createdAt = { $gt: filter.after };
       const docs = await col.find(q).sort({ createdAt: -1, _id: -1 }).skip((page - 1) * limit).limit(limit).toArray();
-      return docs.map((d) => ({
-        id: d._id, emailId: d.emailId, teamId: d.teamId, status: d.status, data: parseData(d.dataJson), createdAt: d.createdAt, email: d.email,
-      }));
+      return docs.map((d) => {
+        const data = parseData(d.dataJson);
+        const email = d.email ?? emailSummaryOf(data);
+        return { id: d._id, emailId: d.emailId ?? email.id, teamId: d.teamId, status: d.status, data, createdAt: d.createdAt, email };
+      });
     },
 
     async sweep(before) {

@@ -5,6 +5,7 @@ import { FANOUT_SUBJECTS, isPublicEventType } from '../domain/event-types.js';
 import { serializePayload } from '../domain/payload.js';
 import type { DeliveriesRepository, PendingInput } from '../repositories/deliveries.repository.js';
 import type { CachedWebhooksRepository } from '../repositories/subscription-cache.js';
+import type { DeliveryHandOff } from '../workers/delivery.worker.js';
 
 /** Durable name shared by every replica: each event is fanned out by one of them. */
 export const FANOUT_DURABLE = 'webhooks-fanout';
@@ -21,6 +22,11 @@ export interface FanoutDeps {
   readonly deliveries: DeliveriesRepository;
   /** Called when deliveries were made (wakes the delivery worker). */
   readonly onDeliveries?: () => void;
+  /**
+   * This replica's delivery worker, when it takes new deliveries claimed at fan-out: while it has room, a batch's
+   * deliveries are stored claimed for it and handed over, so they are attempted without being claimed from the queue.
+   */
+  readonly handOff?: DeliveryHandOff;
   readonly now?: () => Date;
 }
 
@@ -50,8 +56,16 @@ export function createFanoutBatchHandler(deps: FanoutDeps): BatchHandler {
     }));
     const inputs = perEvent.flat();
     if (inputs.length === 0) return;
-    const created = await deps.deliveries.createPendingMany(inputs);
-    if (created > 0) deps.onDeliveries?.();
+    let created: number;
+    const handOff = deps.handOff;
+    if (handOff && handOff.room() > 0) {
+      const claims = await deps.deliveries.createClaimedMany(inputs, now(), handOff.leaseMs);
+      handOff.adopt(claims);
+      created = claims.length;
+    } else {
+      created = await deps.deliveries.createPendingMany(inputs);
+      if (created > 0) deps.onDeliveries?.();
+    }
     log.debug({ events: batch.length, deliveries: inputs.length, created }, 'events fanned out to webhooks');
   };
 }

@@ -103,8 +103,12 @@ const STALE_PER_CLAIM = 20;
  * at most this many claims (or `lookMaxAgeMs`) to be seen.
  */
 export const LOOK_LIMIT = 256;
-/** The most entries this replica keeps in view (with a copy of each record it wrote: a few MB); past it, new ones are left to the next look. */
-const VIEW_LIMIT = 4_000;
+/**
+ * The most entries this replica keeps in view (with a copy of each record it wrote: about 15 MB when full); past
+ * it, new ones are left to the next look, and their records are read back when claimed (a read per delivery, and
+ * looks that scan the queue), so it covers a backlog of tens of seconds at hundreds of events a second.
+ */
+const VIEW_LIMIT = 10_000;
 
 export interface DeliveriesRepositoryOptions {
   /**
@@ -127,6 +131,13 @@ export interface DeliveriesRepository {
    * how many were made.
    */
   createPendingMany(inputs: readonly PendingInput[]): Promise<number>;
+  /**
+   * createPendingMany with the new deliveries claimed by the caller already (queue entry and record leased until
+   * `now + leaseMs`, as a claim leaves them), so the replica that fanned them out attempts them without a claim's
+   * two writes. Answers the claims of the deliveries made (a pair that had one already makes none). A crash before
+   * they are attempted leaves them as a crashed claim does: claimable by anyone once the lease ends.
+   */
+  createClaimedMany(inputs: readonly PendingInput[], now: Date, leaseMs: number): Promise<ClaimedDelivery[]>;
   /** A delivery that is already finished (test events: attempted before they are stored). */
   insertFinished(input: Omit<DeliveryRecord, 'id'> & { id?: string }): Promise<DeliveryRecord>;
   /**
@@ -151,6 +162,11 @@ export interface DeliveriesRepository {
   finishMany(items: readonly { claim: ClaimedDelivery; result: DeliveryResult }[], now: Date): Promise<(DeliveryRecord | undefined)[]>;
   /** Releases the claim without writing a result (the attempt could not be made). */
   release(claim: ClaimedDelivery): Promise<void>;
+  /**
+   * Releases claims of new deliveries that were never attempted (createClaimedMany's, at shutdown or when they
+   * waited too long): one bulk write per collection; they are due at once for any replica.
+   */
+  releaseMany(claims: readonly ClaimedDelivery[]): Promise<void>;
   /** Holds a delivery of a webhook that is not ACTIVE. */
   park(claim: ClaimedDelivery): Promise<void>;
   /** Releases the held deliveries of an activated webhook. */
@@ -344,24 +360,44 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
     if (leased === EPOCH) see(entry._id, entry.webhookId, due);
   }
 
-  async function createPendingMany(inputs: readonly PendingInput[]): Promise<number> {
-    if (inputs.length === 0) return 0;
+  /**
+   * The fan-out's two inserts: queue entries, then records (free, or leased by `lease`). Answers the records made,
+   * in input order (a pair that had a delivery already makes none).
+   */
+  async function insertNew(inputs: readonly PendingInput[], lease?: { until: Date; token: string }): Promise<DeliveryDoc[]> {
+    if (inputs.length === 0) return [];
     const ids = inputs.map(() => newId('whd'));
+    const leaseUntil = lease?.until ?? EPOCH;
     // The entries first: a crash between the two writes leaves orphan entries (dropped by the claims), never an
     // unqueued delivery. An entry gets a fresh id every time, so the entries written here are this call's own.
-    await queue.insertMany(inputs.map((input, i): QueueDoc => ({ _id: ids[i]!, webhookId: input.webhookId, due: input.now, leaseUntil: EPOCH, createdAt: input.now })));
+    await queue.insertMany(inputs.map((input, i): QueueDoc => ({
+      _id: ids[i]!, webhookId: input.webhookId, due: input.now, leaseUntil, ...(lease ? { claim: lease.token } : {}), createdAt: input.now,
+    })));
     // Records that failed for another reason than a duplicate keep their entries: the claims drop those without a record.
     const docs = inputs.map((input, i): DeliveryDoc => ({
       _id: ids[i]!, teamId: input.teamId, webhookId: input.webhookId, eventId: input.eventId, type: input.type,
       payload: input.payload, status: 'PENDING', attempt: 0, nextAttemptAt: input.now, lastError: null, responseStatus: null,
-      responseTimeMs: null, responseText: null, createdAt: input.now, updatedAt: input.now, leaseUntil: EPOCH,
+      responseTimeMs: null, responseText: null, createdAt: input.now, updatedAt: input.now, leaseUntil,
+      ...(lease ? { leaseToken: lease.token } : {}),
     }));
     const duplicates = await insertManyReportingDuplicates(col, docs);
     // A (webhook, event) pair that already had a delivery (a redelivered event): its new entry goes again, in one
     // write (a redelivery is rare; an entry left by a failure here is dropped by the claims as an orphan).
     if (duplicates.size > 0) await queue.deleteMany({ _id: { $in: [...duplicates].map((i) => ids[i]!) } }).catch(() => undefined);
-    inputs.forEach((input, i) => { if (!duplicates.has(i)) see(ids[i]!, input.webhookId, input.now, toRecord(docs[i]!)); });
-    return inputs.length - duplicates.size;
+    return docs.filter((_, i) => !duplicates.has(i));
+  }
+
+  async function createPendingMany(inputs: readonly PendingInput[]): Promise<number> {
+    const made = await insertNew(inputs);
+    for (const d of made) see(d._id, d.webhookId, d.createdAt, toRecord(d));
+    return made.length;
+  }
+
+  async function createClaimedMany(inputs: readonly PendingInput[], now: Date, leaseMs: number): Promise<ClaimedDelivery[]> {
+    const leaseToken = randomUUID();
+    // Not put in view: they are leased (a claim would pass them by), and their record is the claim's.
+    const made = await insertNew(inputs, { until: new Date(now.getTime() + leaseMs), token: leaseToken });
+    return made.map((d) => ({ record: toRecord(d), leaseToken, scheduled: true }));
   }
 
   async function claimDueMany(now: Date, leaseMs: number, exclude: readonly string[], slots: (webhookId: string) => number): Promise<ClaimedDelivery[]> {
@@ -450,6 +486,8 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
 
     createPendingMany,
 
+    createClaimedMany,
+
     async insertFinished(input) {
       const doc: DeliveryDoc = {
         _id: input.id ?? newId('whd'), teamId: input.teamId, webhookId: input.webhookId, eventId: input.eventId, type: input.type,
@@ -522,6 +560,19 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
         { returnDocument: 'after' },
       );
       if (d) await follow(d);
+    },
+
+    async releaseMany(claims) {
+      if (claims.length === 0) return;
+      // The records first: an entry freed while its record is still leased only costs a claim one look (fixStale).
+      await bulkWriteInChunks(col, claims.map((c): AnyBulkWriteOperation<DeliveryDoc> => ({
+        updateOne: { filter: { _id: c.record.id, leaseToken: c.leaseToken }, update: { $set: { leaseUntil: EPOCH }, $unset: { leaseToken: '' } } },
+      })));
+      await bulkWriteInChunks(queue, claims.map((c): AnyBulkWriteOperation<QueueDoc> => ({
+        updateOne: { filter: { _id: c.record.id, claim: c.leaseToken }, update: { $set: { leaseUntil: EPOCH } } },
+      })));
+      // Due now: in view again, for this replica's next claim (the copy of the record is no longer current: its lease moved).
+      for (const c of claims) see(c.record.id, c.record.webhookId, c.record.nextAttemptAt ?? c.record.createdAt);
     },
 
     async park(claim) {

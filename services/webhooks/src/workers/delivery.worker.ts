@@ -2,10 +2,25 @@ import type { Logger } from '@mailfleet/kit';
 import type { ClaimedDelivery, DeliveriesRepository } from '../repositories/deliveries.repository.js';
 import type { Deliverer } from './deliverer.js';
 
+/**
+ * How the fan-out hands new deliveries straight to the worker: it stores them claimed already (see
+ * `DeliveriesRepository.createClaimedMany`) while the worker has room for them, and the worker attempts them
+ * without claiming them from the queue.
+ */
+export interface DeliveryHandOff {
+  readonly leaseMs: number;
+  /** How many more deliveries the worker takes now (0: store them free, for any replica's claims). */
+  room(): number;
+  /** Deliveries claimed for this worker when they were stored. */
+  adopt(claims: readonly ClaimedDelivery[]): void;
+}
+
 export interface DeliveryWorker {
   start(): void;
   /** New deliveries exist: look now instead of at the next poll. */
   kick(): void;
+  /** Present when the worker takes deliveries claimed at fan-out (`handOffMaxAgeMs` > 0). */
+  readonly handOff?: DeliveryHandOff;
   /** Stops claiming and waits for the attempts in flight to be recorded. */
   stop(): Promise<void>;
 }
@@ -26,6 +41,18 @@ export interface DeliveryWorkerOptions {
   roundSize?: number;
   leaseMs: number;
   pollIntervalMs: number;
+  /**
+   * Longest a delivery claimed at fan-out may wait for its round (0 or absent: the fan-out claims nothing). Its
+   * lease ran from the fan-out, so this plus a round's posts must stay inside the lease; one that waited longer is
+   * released to the queue instead.
+   */
+  handOffMaxAgeMs?: number;
+  /**
+   * Most deliveries claimed at fan-out waiting at once (default `concurrency`): few enough that a worker that keeps
+   * up at all starts them within `handOffMaxAgeMs`. A worker that falls behind gets the rest stored free, claimed
+   * from the queue when it has room (one released after waiting too long costs two writes more than either way).
+   */
+  handOffLimit?: number;
   logger: Logger;
   now?: () => Date;
 }
@@ -59,6 +86,10 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
   let wake: () => void = () => undefined;
   // Set by a kick or a finished attempt; a sleep that starts after it returns at once, so no wake-up is lost.
   let woken = false;
+  /** Deliveries claimed at fan-out for this worker, oldest first, with when they were claimed. */
+  let adopted: { claim: ClaimedDelivery; at: number }[] = [];
+  const handOffMaxAgeMs = opts.handOffMaxAgeMs ?? 0;
+  const handOffLimit = opts.handOffLimit ?? opts.concurrency;
 
   function signal(): void {
     woken = true;
@@ -133,6 +164,31 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
     inflight.add(p);
   }
 
+  /**
+   * The next round from the deliveries claimed at fan-out: those of the oldest one's webhook, up to its free slots.
+   * Ones that waited too long for their lease are released to the queue (claimed again there, by anyone).
+   */
+  async function adoptedRound(free: number): Promise<ClaimedDelivery[]> {
+    const t = now().getTime();
+    const stale = adopted.filter((a) => t - a.at > handOffMaxAgeMs);
+    if (stale.length > 0) {
+      adopted = adopted.filter((a) => t - a.at <= handOffMaxAgeMs);
+      await opts.deliveries.releaseMany(stale.map((a) => a.claim));
+    }
+    const busy = new Set(busyWebhooks());
+    const first = adopted.find((a) => !busy.has(a.claim.record.webhookId));
+    if (!first) return [];
+    const webhookId = first.claim.record.webhookId;
+    const n = Math.min(free, roundSize - (perWebhook.get(webhookId) ?? 0));
+    const round: ClaimedDelivery[] = [];
+    adopted = adopted.filter((a) => {
+      if (round.length >= n || a.claim.record.webhookId !== webhookId) return true;
+      round.push(a.claim);
+      return false;
+    });
+    return round;
+  }
+
   async function nextDelay(): Promise<number> {
     const due = await opts.deliveries.nextDueAt(now(), busyWebhooks());
     if (!due) return opts.pollIntervalMs;
@@ -148,6 +204,11 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
       }
       try {
         const free = opts.concurrency - attempts;
+        const handed = adopted.length > 0 ? await adoptedRound(free) : [];
+        if (handed.length > 0) {
+          launch(handed);
+          continue;
+        }
         const claims = await opts.deliveries.claimDueMany(now(), opts.leaseMs, busyWebhooks(),
           (webhookId) => Math.min(free, roundSize - (perWebhook.get(webhookId) ?? 0)));
         if (claims.length > 0) {
@@ -162,7 +223,25 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
     }
   }
 
+  const handOff: DeliveryHandOff | undefined = handOffMaxAgeMs > 0
+    ? {
+      leaseMs: opts.leaseMs,
+      room: () => (stopping ? 0 : Math.max(0, handOffLimit - adopted.length)),
+      adopt(claims) {
+        if (stopping) {
+          // Stopped (or stopping) since the fan-out asked for room: nobody here will attempt them.
+          opts.deliveries.releaseMany(claims).catch((err: unknown) => opts.logger.warn({ err }, 'releasing deliveries claimed at fan-out failed; they are claimable when their lease ends'));
+          return;
+        }
+        // Their lease ran from before their records were written: their creation time is the safe side of it.
+        for (const claim of claims) adopted.push({ claim, at: claim.record.createdAt.getTime() });
+        signal();
+      },
+    }
+    : undefined;
+
   return {
+    ...(handOff ? { handOff } : {}),
     start() {
       if (!stopping) return;
       stopping = false;
@@ -176,6 +255,10 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
       signal();
       await loop;
       await Promise.allSettled([...inflight]);
+      // Claimed at fan-out and never attempted: free for any replica now, not when their lease ends.
+      const left = adopted.map((a) => a.claim);
+      adopted = [];
+      await opts.deliveries.releaseMany(left).catch((err: unknown) => opts.logger.warn({ err }, 'releasing deliveries claimed at fan-out failed; they are claimable when their lease ends'));
     },
   };
 }

@@ -65,12 +65,24 @@ afterAll(async () => {
   await stopNats({ instance: natsInstance }).catch(() => undefined);
 });
 
+/**
+ * Two settings: a lease too short to hand deliveries from the fan-out to the worker (each one is claimed from the
+ * queue), and one that leaves room for it (the first rounds are handed over, claimed when they were stored; the
+ * ones that wait past their time are released to the queue), so a kill finds deliveries in flight either way.
+ */
+const CASES = [
+  { name: 'claimed from the queue', lease: { WEBHOOK_TIMEOUT_MS: '2000', WEBHOOK_CLAIM_LEASE_MS: '4000' } },
+  { name: 'handed over by the fan-out', lease: { WEBHOOK_TIMEOUT_MS: '1000', WEBHOOK_CLAIM_LEASE_MS: '10000' } },
+];
+
 describe('crash recovery', () => {
-  it('the service killed mid-delivery delivers every event after a restart (duplicates allowed, ids equal)', { timeout: 180_000 }, async () => {
+  it.each(CASES)('the service killed mid-delivery delivers every event after a restart (duplicates allowed, ids equal): $name', { timeout: 180_000 }, async ({ lease }) => {
+    receiver.reset();
+    receiver.setResponse({ delayMs: 600 });
     const env = {
       GRPC_PORT: String(grpcPort), GRPC_HOST: '127.0.0.1', METRICS_PORT: '0', MONGO_URL: testMongoUrl(), MONGO_DB: dbName, NATS_URL: natsUrl,
-      LOG_LEVEL: 'warn', NODE_EXTRA_CA_CERTS: receiver.caFile, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_TIMEOUT_MS: '2000',
-      WEBHOOK_CLAIM_LEASE_MS: '4000', WEBHOOK_RETRY_BASE_MS: '200', WEBHOOK_POLL_INTERVAL_MS: '200', WEBHOOK_PER_WEBHOOK_CONCURRENCY: '2',
+      LOG_LEVEL: 'warn', NODE_EXTRA_CA_CERTS: receiver.caFile, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', ...lease,
+      WEBHOOK_RETRY_BASE_MS: '200', WEBHOOK_POLL_INTERVAL_MS: '200', WEBHOOK_PER_WEBHOOK_CONCURRENCY: '2',
     };
     const client = createGrpcClient({ name: 'webhooks', address: `127.0.0.1:${grpcPort}`, ctor: webhooksV1.WebhooksServiceClient, logger, deadlineMs: 5_000 });
     try {

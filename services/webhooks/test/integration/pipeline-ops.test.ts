@@ -8,7 +8,7 @@ import { createFanoutConsumer } from '../../src/events/fanout.consumer.js';
 import { createDeliveriesRepository } from '../../src/repositories/deliveries.repository.js';
 import { withSubscriptionCache } from '../../src/repositories/subscription-cache.js';
 import { createWebhooksRepository } from '../../src/repositories/webhooks.repository.js';
-import { roundSizeOf } from '../../src/server.js';
+import { handOffMaxAgeOf, roundSizeOf } from '../../src/server.js';
 import { createDeliverer } from '../../src/workers/deliverer.js';
 import { createDeliveryWorker, type DeliveryWorker } from '../../src/workers/delivery.worker.js';
 import { bodyOf } from './helpers.js';
@@ -30,12 +30,15 @@ let natsInstance: string;
 let receiver: HttpsReceiver;
 let consumer: DurableConsumer | undefined;
 let worker: DeliveryWorker | undefined;
-const commands: { name: string; collection: string }[] = [];
+/** Per command: its name, collection and statements (documents inserted, updates, deletes; 1 for the rest). */
+const commands: { name: string; collection: string; statements: number }[] = [];
 
 beforeAll(async () => {
   client = await new MongoClient(testMongoUrl(), { monitorCommands: true }).connect();
   client.on('commandStarted', (e: CommandStartedEvent) => {
-    if (e.databaseName === dbName) commands.push({ name: e.commandName, collection: String(e.command[e.commandName]) });
+    if (e.databaseName !== dbName) return;
+    const list = (e.command.documents ?? e.command.updates ?? e.command.deletes) as unknown[] | undefined;
+    commands.push({ name: e.commandName, collection: String(e.command[e.commandName]), statements: Array.isArray(list) ? list.length : 1 });
   });
   db = client.db(dbName);
   const started = await isolatedNats();
@@ -45,9 +48,15 @@ beforeAll(async () => {
   receiver = await startHttpsReceiver({ ca: await createTestCa() });
 });
 
-afterAll(async () => {
+async function stopPipeline(): Promise<void> {
   await consumer?.stop();
   await worker?.stop();
+  consumer = undefined;
+  worker = undefined;
+}
+
+afterAll(async () => {
+  await stopPipeline();
   await receiver?.close();
   await nats?.drain();
   await stopNats({ instance: natsInstance }).catch(() => undefined);
@@ -72,7 +81,8 @@ describe('the webhook pipeline in batches and rounds', () => {
     const deliverer = createDeliverer({ webhooks, deliveries, endpoint, policy: retryPolicyOf(config), logger });
     worker = createDeliveryWorker({
       deliveries, deliverer, concurrency: config.concurrency, perWebhookConcurrency: config.perWebhookConcurrency,
-      roundSize: roundSizeOf(config), leaseMs: config.claimLeaseMs, pollIntervalMs: config.pollIntervalMs, logger,
+      roundSize: roundSizeOf(config), leaseMs: config.claimLeaseMs, pollIntervalMs: config.pollIntervalMs,
+      handOffMaxAgeMs: handOffMaxAgeOf(config), logger,
     });
     const w = worker;
 
@@ -80,7 +90,7 @@ describe('the webhook pipeline in batches and rounds', () => {
     await Promise.all(events.map((e) => nats.js.publish(subjectFor(e.type), encodeEvent(e), { msgID: e.id })));
     commands.length = 0;
     w.start();
-    consumer = createFanoutConsumer({ webhooks, deliveries, nats, logger, onDeliveries: () => w.kick() });
+    consumer = createFanoutConsumer({ webhooks, deliveries, nats, logger, onDeliveries: () => w.kick(), ...(w.handOff ? { handOff: w.handOff } : {}) });
     await consumer.start();
 
     await expect.poll(() => new Set(receiver.requests().map((r) => bodyOf(r).id)).size, { timeout: 120_000, interval: 200 }).toBe(EVENTS);
@@ -105,5 +115,54 @@ describe('the webhook pipeline in batches and rounds', () => {
     expect(commands.filter((c) => c.name === 'find' && c.collection === 'deliveries').length).toBeLessThanOrEqual(EVENTS / 10);
     // Every event costs far fewer than one write: 7 writes per event before the batching.
     expect(writes.length).toBeLessThan(EVENTS / 2);
+    await stopPipeline();
+  }, 180_000);
+
+  it('deliveries handed from the fan-out to the worker: four statements each, no claim, nothing read', async () => {
+    // A lease long enough that no handed delivery waits past it, and room for all: every delivery takes the hand-off.
+    const config = loadWebhooksConfig({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_CLAIM_LEASE_MS: '600000' });
+    const n = 500;
+    const stored = createWebhooksRepository(db);
+    const deliveries = createDeliveriesRepository(db);
+    const webhooks = withSubscriptionCache(stored, { ttlMs: 3_600_000 });
+    await webhooks.create({
+      id: 'wh_handoff', teamId: 'team_handoff', url: `${receiver.url}/handoff`, description: null, eventTypes: ['email.delivered'],
+      secret: 'whsec_0123456789abcdefghij', createdAt: new Date(Date.now() - 120_000), createdByUserId: 'u',
+    });
+    const endpoint = createEndpointClient({
+      allowPrivateNetworks: true, timeoutMs: config.timeoutMs, responseTextLimit: config.responseTextLimit, extraCa: [receiver.caPem],
+    });
+    const deliverer = createDeliverer({ webhooks, deliveries, endpoint, policy: retryPolicyOf(config), logger });
+    worker = createDeliveryWorker({
+      deliveries, deliverer, concurrency: config.concurrency, perWebhookConcurrency: config.perWebhookConcurrency,
+      roundSize: roundSizeOf(config), leaseMs: config.claimLeaseMs, pollIntervalMs: config.pollIntervalMs,
+      handOffMaxAgeMs: handOffMaxAgeOf(config), handOffLimit: n, logger,
+    });
+    const w = worker;
+    expect(w.handOff).toBeDefined();
+
+    const events = Array.from({ length: n }, (_, i) => createEvent('email.delivered', 'team_handoff', { id: `em_h${i}`, to: ['a@example.com'] }));
+    await Promise.all(events.map((e) => nats.js.publish(subjectFor(e.type), encodeEvent(e), { msgID: e.id })));
+    commands.length = 0;
+    w.start();
+    consumer = createFanoutConsumer({ webhooks, deliveries, nats, logger, onDeliveries: () => w.kick(), handOff: w.handOff! });
+    await consumer.start();
+
+    const mine = () => receiver.requests().filter((r) => r.path.startsWith('/handoff'));
+    await expect.poll(() => new Set(mine().map((r) => bodyOf(r).id)).size, { timeout: 120_000, interval: 200 }).toBe(n);
+    await expect.poll(() => db.collection('delivery_queue').countDocuments({ webhookId: 'wh_handoff' }), { timeout: 30_000 }).toBe(0);
+    expect(await db.collection('deliveries').countDocuments({ webhookId: 'wh_handoff', status: 'SUCCESS' })).toBe(n);
+    expect(mine().length).toBe(n);
+
+    const statements = (name: string, collection: string) => commands
+      .filter((c) => c.name === name && c.collection === collection).reduce((sum, c) => sum + c.statements, 0);
+    // Per delivery: its entry and record inserted at fan-out, its result written, its entry deleted; the claim's two
+    // updates (entry leased, record locked) and any read of the record are gone.
+    expect(statements('insert', 'delivery_queue')).toBe(n);
+    expect(statements('insert', 'deliveries')).toBe(n);
+    expect(statements('update', 'deliveries')).toBe(n);
+    expect(statements('delete', 'delivery_queue')).toBe(n);
+    expect(statements('update', 'delivery_queue')).toBe(0);
+    expect(commands.filter((c) => c.name === 'find' && c.collection === 'deliveries').length).toBe(0);
   }, 180_000);
 });

@@ -1,7 +1,7 @@
 import { ConfigError } from '@mailfleet/kit';
 import { describe, expect, it } from 'vitest';
 import { loadWebhooksConfig, retryPolicyOf } from '../../src/config.js';
-import { roundSizeOf } from '../../src/server.js';
+import { handOffMaxAgeOf, roundSizeOf } from '../../src/server.js';
 
 describe('config', () => {
   it('defaults: private networks refused, 10 s attempts, 6 attempts, FAILED after 10 failed events', () => {
@@ -33,5 +33,14 @@ describe('config', () => {
     expect(roundSizeOf(loadWebhooksConfig({ WEBHOOK_TIMEOUT_MS: '20000' }))).toBe(32);
     expect(roundSizeOf(loadWebhooksConfig({ WEBHOOK_TIMEOUT_MS: '3000', WEBHOOK_CLAIM_LEASE_MS: '8000', WEBHOOK_PER_WEBHOOK_CONCURRENCY: '2' }))).toBe(2);
     expect(roundSizeOf(loadWebhooksConfig({ WEBHOOK_TIMEOUT_MS: '2000', WEBHOOK_CLAIM_LEASE_MS: '4000', WEBHOOK_PER_WEBHOOK_CONCURRENCY: '2' }))).toBe(2);
+  });
+
+  it('deliveries handed over by the fan-out wait at most what the lease leaves beside a whole round and 5 s', () => {
+    // 60 s lease - 5 s - 4 waves of 10 s time-outs.
+    expect(handOffMaxAgeOf(loadWebhooksConfig({}))).toBe(15_000);
+    expect(handOffMaxAgeOf(loadWebhooksConfig({ WEBHOOK_TIMEOUT_MS: '1000', WEBHOOK_CLAIM_LEASE_MS: '10000' }))).toBe(1_000);
+    // No room left: nothing is handed over (the e2e clock, the crash test's first case).
+    expect(handOffMaxAgeOf(loadWebhooksConfig({ WEBHOOK_TIMEOUT_MS: '2000', WEBHOOK_CLAIM_LEASE_MS: '4000' }))).toBe(0);
+    expect(handOffMaxAgeOf(loadWebhooksConfig({ WEBHOOK_TIMEOUT_MS: '3000', WEBHOOK_CLAIM_LEASE_MS: '5000' }))).toBe(0);
   });
 });

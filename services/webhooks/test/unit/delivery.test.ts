@@ -108,6 +108,57 @@ describe('deliverer', () => {
 });
 
 describe('delivery worker', () => {
+  it('attempts deliveries handed over by the fan-out without claiming them, and releases what it did not attempt', async () => {
+    const s = await setup();
+    const claimed: number[] = [];
+    const released: string[] = [];
+    const deliveries = {
+      ...s.deliveries,
+      claimDueMany: async (...args: Parameters<typeof s.deliveries.claimDueMany>) => {
+        const out = await s.deliveries.claimDueMany(...args);
+        claimed.push(out.length);
+        return out;
+      },
+      releaseMany: async (claims: Parameters<typeof s.deliveries.releaseMany>[0]) => {
+        released.push(...claims.map((c) => c.record.eventId));
+        await s.deliveries.releaseMany(claims);
+      },
+    };
+    const deliverer = createDeliverer({ webhooks: s.webhooks, deliveries, endpoint: s.endpoint.client, policy, logger: silentLogger, now: () => new Date(), random: () => 0.5 });
+    const worker = createDeliveryWorker({
+      deliveries, deliverer, concurrency: 8, perWebhookConcurrency: 2, roundSize: 4, leaseMs: 60_000, pollIntervalMs: 20,
+      handOffMaxAgeMs: 10_000, handOffLimit: 6, logger: silentLogger, now: () => new Date(),
+    });
+    const handOff = worker.handOff!;
+    expect(handOff.leaseMs).toBe(60_000);
+    const input = (eventId: string, at = new Date()) => ({
+      teamId: 'team_a', webhookId: 'wh_1', eventId, type: 'domain.created', payload: `{"id":"${eventId}"}`, now: at,
+    });
+    // Not started: no room, the fan-out stores deliveries free.
+    expect(handOff.room()).toBe(0);
+    worker.start();
+    expect(handOff.room()).toBe(6);
+    // One handed over too long after its lease began is released to the queue, not attempted on a lapsing lease.
+    const old = await s.deliveries.createClaimedMany([input('evt_old', new Date(Date.now() - 20_000))], new Date(Date.now() - 20_000), 60_000);
+    handOff.adopt(old);
+    handOff.adopt(await s.deliveries.createClaimedMany([input('evt_1'), input('evt_2'), input('evt_3')], new Date(), 60_000));
+    try {
+      await expect.poll(() => [...s.deliveries.rows.values()].filter((r) => r.status === 'SUCCESS').length, { timeout: 5_000 }).toBe(4);
+      expect(released).toEqual(['evt_old']);
+      // Each delivery once; the released one went through a claim from the queue, the others through none.
+      expect(s.endpoint.calls.map((c) => JSON.parse(c.body).id).sort()).toEqual(['evt_1', 'evt_2', 'evt_3', 'evt_old']);
+    } finally {
+      await worker.stop();
+    }
+    // Handed over after the stop: released at once, never attempted here.
+    handOff.adopt(await s.deliveries.createClaimedMany([input('evt_late')], new Date(), 60_000));
+    expect(handOff.room()).toBe(0);
+    await expect.poll(() => released.includes('evt_late')).toBe(true);
+    expect(s.endpoint.calls).toHaveLength(4);
+    expect([...s.deliveries.rows.values()].find((r) => r.eventId === 'evt_late')).toMatchObject({ status: 'PENDING', leaseUntil: 0 });
+    expect(claimed.some((n) => n > 0)).toBe(true);
+  });
+
   it('one slow endpoint never holds up the others', async () => {
     const gates: (() => void)[] = [];
     const s = await setup(async (call) => {

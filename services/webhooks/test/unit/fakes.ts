@@ -108,6 +108,18 @@ export function fakeDeliveries(): DeliveriesRepository & { rows: Map<string, Row
       for (const input of inputs) if (await this.createPending(input)) n++;
       return n;
     },
+    async createClaimedMany(inputs, now, leaseMs) {
+      const leaseToken = randomUUID();
+      const out: ClaimedDelivery[] = [];
+      for (const input of inputs) {
+        const before = new Set(rows.keys());
+        if (!(await this.createPending(input))) continue;
+        const r = [...rows.values()].find((x) => !before.has(x.id))!;
+        Object.assign(r, { leaseUntil: now.getTime() + leaseMs, leaseToken });
+        out.push({ record: rec(r), leaseToken, scheduled: true });
+      }
+      return out;
+    },
     async insertFinished(input) {
       const id = input.id ?? `whd_${randomUUID()}`;
       const row: Row = { ...input, id, leaseUntil: 0 };
@@ -158,6 +170,9 @@ export function fakeDeliveries(): DeliveriesRepository & { rows: Map<string, Row
     async release(claim) {
       const r = rows.get(claim.record.id);
       if (r && r.leaseToken === claim.leaseToken) Object.assign(r, { leaseUntil: 0, leaseToken: undefined });
+    },
+    async releaseMany(claims) {
+      for (const c of claims) await this.release(c);
     },
     async park(claim) {
       const r = rows.get(claim.record.id);
