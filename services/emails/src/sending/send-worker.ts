@@ -7,7 +7,7 @@ import { retryDelayMs, type AttemptResult, type RecipientRefusal } from '../doma
 import type { BounceDetails } from '../domain/event-data.js';
 import { verpAddress } from '../domain/verp.js';
 import type { EmailContent, EmailRecord, EmailsRepository, MutateResult, Mutation } from '../repositories/emails.repository.js';
-import type { QueueEntry, SendQueueRepository } from '../repositories/send-queue.repository.js';
+import type { HeldLease, Holder, QueueEntry, SendQueueRepository } from '../repositories/send-queue.repository.js';
 import { composeMessage } from './compose.js';
 import { failMutation, isPending, outcomeMutation, suppressMutation, whyNotSendable } from './outcomes.js';
 
@@ -26,6 +26,13 @@ export interface SendWorkerOptions {
   /** How long the relay's first answer waits for others to share its bulk write. */
   readonly outcomeLingerMs?: number;
   readonly pollMs: number;
+  /**
+   * While emails handed over by local accepts keep the worker busy, how often it still scans the queue (for
+   * schedules come due, retries, entries inserted unleased, and expired leases of other workers).
+   */
+  readonly busyPollMs?: number;
+  /** Emails local accepts may hand over that wait here at most (0: none; every entry is then claimed). */
+  readonly handoffMax?: number;
   readonly leaseMs: number;
   /** An attempt starts only with at least this much of the lease left (the SMTP timeouts of one attempt). */
   readonly minLeaseLeftMs: number;
@@ -40,8 +47,28 @@ export interface SendWorkerOptions {
   readonly now?: () => Date;
 }
 
+/** Places in the local hand-off reserved by one accept write, with the lease to write on their entries. */
+export interface HandoffReservation {
+  readonly count: number;
+  readonly lease: HeldLease;
+  /**
+   * The write is over: `written` are the entries inserted with the lease (they go to the worker now); `giveBack`
+   * those inserted with it whose write then failed (given back to the queue). Frees the rest of the places.
+   */
+  settle(written: readonly { emailId: string; due: Date }[], giveBack?: readonly string[]): void;
+}
+
+export interface SendHandoff {
+  /** Reserves up to `n` places (0 while stopping or full). Each reservation must be settled. */
+  reserve(n: number, now: Date): HandoffReservation;
+  /** Takes back an email handed over and not started yet (a change of it wins): who held it, else undefined. */
+  withdraw(emailId: string): Holder | undefined;
+}
+
 export interface SendWorker {
   start(): void;
+  /** Where this process's accepts hand their due emails over, already leased to this worker (no claim). */
+  readonly handoff: SendHandoff;
   /** Wakes the idle claim loop: something was queued here. */
   wake(): void;
   /** Stops claiming and waits for every send in flight to be recorded. */
@@ -56,6 +83,8 @@ const UPSTREAM_RETRY_MS = 5_000;
  * is already claimed and sending, so the relay is never idle waiting on the store.
  */
 const BATCHES_IN_FLIGHT = 2;
+/** Default of `busyPollMs`. */
+const BUSY_POLL_MS = 5_000;
 
 /** Until when the claim of a batch holds its entries (extended while the batch runs). */
 interface Lease {
@@ -104,8 +133,98 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
   const now = opts.now ?? (() => new Date());
   const recheckMs = opts.suppressionRecheckMs ?? 30_000;
   const batchSize = opts.batchSize ?? 100;
+  const handoffMax = opts.handoffMax ?? 0;
+  const busyPollMs = opts.busyPollMs ?? BUSY_POLL_MS;
   let stopping = false;
   const sleepers = new Set<() => void>();
+  /**
+   * The local hand-off: entries this process's accepts inserted already leased to this worker under one claim
+   * id of its own, waiting in accept order; `reserved` places are promised to accept writes under way. Only
+   * memory: after a crash the leases end and any worker claims the entries (previousOwner set).
+   */
+  const handoffClaimId = randomBase62(12);
+  const waiting = new Map<string, QueueEntry>();
+  let reserved = 0;
+  let handoffTimer: ReturnType<typeof setInterval> | undefined;
+  const givingBack = new Set<Promise<void>>();
+  /** When a loop last scanned the queue. */
+  let lastScanAt = 0;
+
+  function giveBackHeld(ids: readonly string[]): void {
+    if (ids.length === 0) return;
+    const p = opts.queue.giveBack(handoffClaimId, ids, now())
+      .catch((err: unknown) => opts.logger.warn({ err, count: ids.length }, 'could not give handed-over entries back; their leases will expire'))
+      .finally(() => givingBack.delete(p));
+    givingBack.add(p);
+  }
+
+  const handoff: SendHandoff = {
+    reserve(n, at) {
+      const count = stopping ? 0 : Math.max(0, Math.min(n, handoffMax - waiting.size - reserved));
+      reserved += count;
+      const lease: HeldLease = { owner, claimId: handoffClaimId, until: new Date(at.getTime() + opts.leaseMs) };
+      let open = true;
+      return {
+        count, lease,
+        settle(written, giveBack = []) {
+          if (!open) return;
+          open = false;
+          reserved -= count;
+          if (stopping) {
+            // Stop gave back what waited already; these came after it.
+            giveBackHeld([...written.map((w) => w.emailId), ...giveBack]);
+            return;
+          }
+          giveBackHeld(giveBack);
+          for (const w of written.slice(0, count)) {
+            waiting.set(w.emailId, {
+              emailId: w.emailId, due: w.due, createdAt: at, attempt: 1, leaseUntil: lease.until, claimId: handoffClaimId, untouched: true,
+            });
+          }
+          if (written.length > 0) wakeAll();
+        },
+      };
+    },
+    withdraw(emailId) {
+      if (!waiting.delete(emailId)) return undefined;
+      return { owner, claimId: handoffClaimId };
+    },
+  };
+
+  /**
+   * Takes up to a batch of handed-over entries in accept order: from here on they are started (a change finds
+   * them busy, as a claimed batch). One whose lease is too short for an attempt (its extensions failed) is not
+   * sent but given back, while the lease still holds it.
+   */
+  function takeHandedOver(): QueueEntry[] {
+    const out: QueueEntry[] = [];
+    const late: string[] = [];
+    const at = now().getTime();
+    for (const [id, e] of waiting) {
+      if (out.length >= batchSize) break;
+      waiting.delete(id);
+      if (e.leaseUntil.getTime() - at < opts.minLeaseLeftMs) late.push(id);
+      else out.push(e);
+    }
+    giveBackHeld(late);
+    return out;
+  }
+
+  /** Keeps the leases of the entries still waiting in the hand-off (a claimed batch's heartbeat does the same). */
+  function extendWaiting(): void {
+    const at = now().getTime();
+    const due = [...waiting.values()].filter((e) => e.leaseUntil.getTime() - at < (opts.leaseMs * 2) / 3).map((e) => e.emailId);
+    if (due.length === 0) return;
+    const until = new Date(at + opts.leaseMs);
+    opts.queue.extendLeases(handoffClaimId, due, until)
+      .then(() => {
+        for (const id of due) {
+          const e = waiting.get(id);
+          if (e) waiting.set(id, { ...e, leaseUntil: until });
+        }
+      })
+      .catch((err: unknown) => opts.logger.warn({ err }, 'could not extend the leases of handed-over emails'));
+  }
 
   function sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
@@ -292,7 +411,7 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
     // The batch's leases are extended together while it runs: its last emails may be handed to the relay, and
     // their answers written, well after the claim. Only a live process extends them, so a crashed worker's
     // emails still go back to the queue one lease after its last extension.
-    const lease: Lease = { until: first.leaseUntil.getTime() };
+    const lease: Lease = { until: Math.min(...entries.map((e) => e.leaseUntil.getTime())) };
     const ids = entries.map((e) => e.emailId);
     const heartbeat = setInterval(() => {
       const until = now().getTime() + opts.leaseMs;
@@ -372,25 +491,34 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
   let loops: Promise<void>[] = [];
 
   /**
-   * A few batch loops, each claiming a batch and sending it in turn, so one
-   * batch's claim and reads overlap another's sends. Only loop 0 polls an
-   * idle queue; the others sleep until it (or a local accept) finds work.
+   * A few batch loops, each taking a batch and sending it in turn, so one
+   * batch's reads overlap another's sends. A batch is what local accepts
+   * handed over (no claim, no scan) or else a claim from the queue. While
+   * hand-offs keep the loops busy the queue is still scanned every
+   * `busyPollMs` (schedules, retries, entries inserted unleased because the
+   * hand-off was full, other workers' expired leases); without them, at once.
+   * Only loop 0 polls an idle queue; the others sleep until it (or a local
+   * accept) finds work.
    */
   async function loop(index: number): Promise<void> {
     while (!stopping) {
-      let entries: QueueEntry[];
-      try {
-        entries = await opts.queue.claimMany(owner, now(), opts.leaseMs, batchSize);
-      } catch (err) {
-        opts.logger.warn({ err }, 'claiming from the send queue failed');
-        await sleep(opts.pollMs * 4);
-        continue;
+      let entries: QueueEntry[] = Date.now() - lastScanAt < busyPollMs ? takeHandedOver() : [];
+      if (entries.length === 0) {
+        lastScanAt = Date.now();
+        try {
+          entries = await opts.queue.claimMany(owner, now(), opts.leaseMs, batchSize);
+        } catch (err) {
+          opts.logger.warn({ err }, 'claiming from the send queue failed');
+          await sleep(opts.pollMs * 4);
+          continue;
+        }
       }
       if (entries.length === 0) {
+        if (waiting.size > 0) continue;
         await sleep(index === 0 ? opts.pollMs : opts.pollMs * 20);
         continue;
       }
-      if (index === 0) wakeAll();
+      if (index === 0 || waiting.size > 0) wakeAll();
       try {
         await runBatch(entries);
       } catch (err) {
@@ -401,10 +529,12 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
 
   return {
     owner,
+    handoff,
     start() {
       if (loops.length > 0) return;
       stopping = false;
       loops = Array.from({ length: BATCHES_IN_FLIGHT }, (_, i) => loop(i));
+      handoffTimer = setInterval(extendWaiting, Math.max(opts.leaseMs / 3, 250));
     },
     wake: wakeAll,
     async stop() {
@@ -413,6 +543,12 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
       await Promise.all(loops);
       await outcomes.drain();
       loops = [];
+      clearInterval(handoffTimer);
+      // Handed over but not started: given back (free, due now, the attempt uncounted) for any worker to claim.
+      const left = [...waiting.keys()];
+      waiting.clear();
+      giveBackHeld(left);
+      await Promise.all([...givingBack]);
     },
   };
 }
