@@ -1,5 +1,5 @@
 import { NON_STORAGE_COMMANDS, testMongoUrl } from '@mailfleet/testkit';
-import { type CommandStartedEvent } from 'mongodb';
+import { type CommandStartedEvent, type CommandSucceededEvent } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually, startHarness, type Harness } from './harness.js';
 
@@ -14,6 +14,10 @@ const WRITES = new Set(['insert', 'update', 'delete', 'findAndModify']);
 let h: Harness;
 let sender: { teamId: string; domainId: string; domain: string };
 const commands: CommandStartedEvent[] = [];
+/** Replies by request id: how many documents each claim read found. */
+const replies = new Map<number, CommandSucceededEvent>();
+/** The idle poll of the queue; accepts wake the worker, so only the time waited shows in the scans counted. */
+const POLL_MS = 1_000;
 
 beforeAll(async () => {
   const url = new URL(testMongoUrl());
@@ -21,9 +25,12 @@ beforeAll(async () => {
   // A batch holds what arrives within its linger. On a loaded test machine the sink takes a few mails a second,
   // so the lingers are longer here than in production, where answers and reports arrive closer together:
   // the counts then show the batching, not the machine's speed.
-  h = await startHarness({ emailsEnv: { MONGO_URL: url.toString(), SEND_OUTCOME_LINGER_MS: '300', REPORT_LINGER_MS: '500', ACCEPT_LINGER_MS: '300' } });
+  h = await startHarness({ emailsEnv: { MONGO_URL: url.toString(), SEND_OUTCOME_LINGER_MS: '300', REPORT_LINGER_MS: '500', ACCEPT_LINGER_MS: '300', SEND_POLL_INTERVAL_MS: String(POLL_MS) } });
   h.primary.svc.infra.mongo.client.on('commandStarted', (e: CommandStartedEvent) => {
     if (e.databaseName === h.emailsDb) commands.push(e);
+  });
+  h.primary.svc.infra.mongo.client.on('commandSucceeded', (e: CommandSucceededEvent) => {
+    if (e.commandName === 'find') replies.set(e.requestId, e);
   });
   sender = await h.newSender();
 });
@@ -41,6 +48,7 @@ describe('storage operations per email', () => {
     const tag = Date.now().toString(36);
     const tos = Array.from({ length: N }, (_, i) => `ops${i}+${tag}@inbox.example.org`);
     commands.length = 0;
+    const started = Date.now();
     const ids: string[] = [];
     for (let i = 0; i < N; i += 100) {
       const res = await h.emails.call.sendBatch({
@@ -67,9 +75,25 @@ describe('storage operations per email', () => {
     const contentReads = count('email_contents', ['find']);
     const queueWrites = count('send_queue', WRITES);
     const storageOps = commands.filter((c) => !NON_STORAGE_COMMANDS.has(c.commandName)).length;
+    // Claims: the read of due, free entries (a scan of the whole queue on FerretDB v1) and the update that leases them.
+    const claimFinds = commands.filter((c) => c.commandName === 'find' && collectionOf(c) === 'send_queue' && isClaimFilter((c.command as { filter?: unknown }).filter));
+    const claimsThatFound = claimFinds.filter((c) => ((replies.get(c.requestId)?.reply as { cursor?: { firstBatch?: unknown[] } } | undefined)?.cursor?.firstBatch ?? []).length > 0).length;
+    const claimUpdates = commands.filter((c) => c.commandName === 'update' && collectionOf(c) === 'send_queue'
+      && ((c.command as { updates?: { u?: { $inc?: { attempts?: number } } }[] }).updates ?? []).some((u) => u.u?.$inc?.attempts === 1)).length;
+    const elapsed = Date.now() - started;
     const sizes = commands.filter((c) => c.commandName === 'update' && collectionOf(c) === 'emails')
       .map((c) => ((c.command as { updates?: unknown[] }).updates ?? []).length);
-    const summary = { storageOps, emailsWrites, emailsReads, contentReads, queueWrites, byCommand: tally(), emailUpdateSizes: sizes };
+    const summary = {
+      storageOps, emailsWrites, emailsReads, contentReads, queueWrites, claimFinds: claimFinds.length, claimsThatFound, claimUpdates, elapsed,
+      byCommand: tally(), emailUpdateSizes: sizes,
+    };
+    // The accepts hand their emails to this process's worker, already leased to it: none is claimed. A claim
+    // read the whole queue on FerretDB v1 (and its update leased the entries: 200 statements for 200 emails),
+    // once per batch of 100; what is left is the poll of a queue found empty: once per POLL_MS while the test
+    // waits for the reports (2 loops, each looking once when its batch is done), not per email.
+    expect(claimsThatFound, JSON.stringify(summary)).toBe(0);
+    expect(claimUpdates, JSON.stringify(summary)).toBe(0);
+    expect(claimFinds.length, JSON.stringify(summary)).toBeLessThanOrEqual(Math.ceil(elapsed / POLL_MS) + 6);
     // Per email the old path wrote the email 2-3 times (outcome, report, a removal of published events) and
     // the queue twice (claim, removal), and read the email twice (claim, report): 800+ writes for 200. Now
     // each of those is a statement of a bulk of up to 25 (FerretDB's limit), so at least 3 x N / 25 writes
@@ -111,6 +135,11 @@ describe('accept group commit', () => {
     }
   });
 });
+
+/** The filter of a claim's read: `{due: {$lte}, leaseUntil: {$lte}}`. */
+function isClaimFilter(filter: unknown): boolean {
+  return typeof filter === 'object' && filter !== null && 'due' in filter && 'leaseUntil' in filter;
+}
 
 function tally(): Record<string, number> {
   const out: Record<string, number> = {};
