@@ -210,12 +210,19 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
     return out;
   }
 
-  /** Keeps the leases of the entries still waiting in the hand-off (a claimed batch's heartbeat does the same). */
+  /** How often the leases of a running batch, and of the emails waiting in the hand-off, are extended. */
+  function heartbeatMs(): number {
+    return Math.max(opts.leaseMs / 3, 250);
+  }
+
+  /**
+   * Keeps the leases of the emails waiting in the hand-off, every heartbeat: so they never have less than a
+   * lease minus one heartbeat left, as much as a claimed batch before its first extension.
+   */
   function extendWaiting(): void {
-    const at = now().getTime();
-    const due = [...waiting.values()].filter((e) => e.leaseUntil.getTime() - at < (opts.leaseMs * 2) / 3).map((e) => e.emailId);
+    const due = [...waiting.keys()];
     if (due.length === 0) return;
-    const until = new Date(at + opts.leaseMs);
+    const until = new Date(now().getTime() + opts.leaseMs);
     opts.queue.extendLeases(handoffClaimId, due, until)
       .then(() => {
         for (const id of due) {
@@ -413,16 +420,24 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
     // emails still go back to the queue one lease after its last extension.
     const lease: Lease = { until: Math.min(...entries.map((e) => e.leaseUntil.getTime())) };
     const ids = entries.map((e) => e.emailId);
-    const heartbeat = setInterval(() => {
-      const until = now().getTime() + opts.leaseMs;
-      opts.queue.extendLeases(first.claimId, ids, new Date(until))
-        .then(() => { lease.until = until; })
-        .catch((err: unknown) => opts.logger.warn({ err }, 'could not extend the leases of a send batch'));
-    }, Math.max(opts.leaseMs / 3, 250));
+    const tick = heartbeatMs();
+    let heartbeat: ReturnType<typeof setTimeout> | undefined;
+    const beat = (inMs: number) => {
+      heartbeat = setTimeout(() => {
+        const until = now().getTime() + opts.leaseMs;
+        opts.queue.extendLeases(first.claimId, ids, new Date(until))
+          .then(() => { lease.until = until; })
+          .catch((err: unknown) => opts.logger.warn({ err }, 'could not extend the leases of a send batch'));
+        beat(tick);
+      }, inMs);
+    };
+    // A claimed batch starts with a whole lease, handed-over emails with what is left of theirs after waiting:
+    // the first extension comes when the lease is down to what a claimed batch has at its first one.
+    beat(Math.max(0, lease.until - now().getTime() - (opts.leaseMs - tick)));
     try {
       await sendBatch(entries, lease);
     } finally {
-      clearInterval(heartbeat);
+      clearTimeout(heartbeat);
     }
   }
 
@@ -534,7 +549,7 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
       if (loops.length > 0) return;
       stopping = false;
       loops = Array.from({ length: BATCHES_IN_FLIGHT }, (_, i) => loop(i));
-      handoffTimer = setInterval(extendWaiting, Math.max(opts.leaseMs / 3, 250));
+      handoffTimer = setInterval(extendWaiting, heartbeatMs());
     },
     wake: wakeAll,
     async stop() {
