@@ -138,8 +138,9 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
   let stopping = false;
   const sleepers = new Set<() => void>();
   /**
-   * The local hand-off: entries this process's accepts inserted already leased to this worker under one claim
-   * id of its own, waiting in accept order; `reserved` places are promised to accept writes under way. Only
+   * The local hand-off: entries leased to this worker and not started, in order: those this process's accepts
+   * inserted already leased (under one claim id of the worker's own), and a scan's claim beyond the batch it
+   * sends at once (under that claim's id). `reserved` places are promised to accept writes under way. Only
    * memory: after a crash the leases end and any worker claims the entries (previousOwner set).
    */
   const handoffClaimId = randomBase62(12);
@@ -150,12 +151,20 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
   /** When a loop last scanned the queue. */
   let lastScanAt = 0;
 
-  function giveBackHeld(ids: readonly string[]): void {
+  /** Gives back entries held by `claimId` (the hand-off's own by default; a claim's surplus has its own). */
+  function giveBackHeld(ids: readonly string[], claimId = handoffClaimId): void {
     if (ids.length === 0) return;
-    const p = opts.queue.giveBack(handoffClaimId, ids, now())
+    const p = opts.queue.giveBack(claimId, ids, now())
       .catch((err: unknown) => opts.logger.warn({ err, count: ids.length }, 'could not give handed-over entries back; their leases will expire'))
       .finally(() => givingBack.delete(p));
     givingBack.add(p);
+  }
+
+  /** Gives back waiting entries, per claim that holds them. */
+  function giveBackWaiting(entries: readonly QueueEntry[]): void {
+    const byClaim = new Map<string, string[]>();
+    for (const e of entries) byClaim.set(e.claimId, [...(byClaim.get(e.claimId) ?? []), e.emailId]);
+    for (const [claimId, ids] of byClaim) giveBackHeld(ids, claimId);
   }
 
   const handoff: SendHandoff = {
@@ -186,8 +195,10 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
       };
     },
     withdraw(emailId) {
-      if (!waiting.delete(emailId)) return undefined;
-      return { owner, claimId: handoffClaimId };
+      const e = waiting.get(emailId);
+      if (!e) return undefined;
+      waiting.delete(emailId);
+      return { owner, claimId: e.claimId };
     },
   };
 
@@ -198,16 +209,23 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
    */
   function takeHandedOver(): QueueEntry[] {
     const out: QueueEntry[] = [];
-    const late: string[] = [];
+    const late: QueueEntry[] = [];
     const at = now().getTime();
     for (const [id, e] of waiting) {
       if (out.length >= batchSize) break;
       waiting.delete(id);
-      if (e.leaseUntil.getTime() - at < opts.minLeaseLeftMs) late.push(id);
+      if (e.leaseUntil.getTime() - at < opts.minLeaseLeftMs) late.push(e);
       else out.push(e);
     }
-    giveBackHeld(late);
+    giveBackWaiting(late);
     return out;
+  }
+
+  /** Extends the leases of entries that may come from several claims (a hand-off, a claim's surplus): one write per claim. */
+  async function extendAll(entries: readonly QueueEntry[], until: Date): Promise<void> {
+    const byClaim = new Map<string, string[]>();
+    for (const e of entries) byClaim.set(e.claimId, [...(byClaim.get(e.claimId) ?? []), e.emailId]);
+    await Promise.all([...byClaim].map(([claimId, ids]) => opts.queue.extendLeases(claimId, ids, until)));
   }
 
   /** How often the leases of a running batch, and of the emails waiting in the hand-off, are extended. */
@@ -220,12 +238,12 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
    * lease minus one heartbeat left, as much as a claimed batch before its first extension.
    */
   function extendWaiting(): void {
-    const due = [...waiting.keys()];
+    const due = [...waiting.values()];
     if (due.length === 0) return;
     const until = new Date(now().getTime() + opts.leaseMs);
-    opts.queue.extendLeases(handoffClaimId, due, until)
+    extendAll(due, until)
       .then(() => {
-        for (const id of due) {
+        for (const { emailId: id } of due) {
           const e = waiting.get(id);
           if (e) waiting.set(id, { ...e, leaseUntil: until });
         }
@@ -419,13 +437,12 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
     // their answers written, well after the claim. Only a live process extends them, so a crashed worker's
     // emails still go back to the queue one lease after its last extension.
     const lease: Lease = { until: Math.min(...entries.map((e) => e.leaseUntil.getTime())) };
-    const ids = entries.map((e) => e.emailId);
     const tick = heartbeatMs();
     let heartbeat: ReturnType<typeof setTimeout> | undefined;
     const beat = (inMs: number) => {
       heartbeat = setTimeout(() => {
         const until = now().getTime() + opts.leaseMs;
-        opts.queue.extendLeases(first.claimId, ids, new Date(until))
+        extendAll(entries, new Date(until))
           .then(() => { lease.until = until; })
           .catch((err: unknown) => opts.logger.warn({ err }, 'could not extend the leases of a send batch'));
         beat(tick);
@@ -521,7 +538,14 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
       if (entries.length === 0) {
         lastScanAt = Date.now();
         try {
-          entries = await opts.queue.claimMany(owner, now(), opts.leaseMs, batchSize);
+          // A scan costs the same whatever it takes (FerretDB v1 decodes the whole queue): it also fills the room
+          // left in the hand-off, so a deep queue (accepts far ahead of sending) is scanned once per few batches.
+          const room = Math.max(0, handoffMax - waiting.size - reserved);
+          const claimed = await opts.queue.claimMany(owner, now(), opts.leaseMs, batchSize + room);
+          entries = claimed.slice(0, batchSize);
+          const surplus = claimed.slice(batchSize);
+          if (stopping) giveBackWaiting(surplus);
+          else for (const e of surplus) waiting.set(e.emailId, e);
         } catch (err) {
           opts.logger.warn({ err }, 'claiming from the send queue failed');
           await sleep(opts.pollMs * 4);
@@ -560,9 +584,9 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
       loops = [];
       clearInterval(handoffTimer);
       // Handed over but not started: given back (free, due now, the attempt uncounted) for any worker to claim.
-      const left = [...waiting.keys()];
+      const left = [...waiting.values()];
       waiting.clear();
-      giveBackHeld(left);
+      giveBackWaiting(left);
       await Promise.all([...givingBack]);
     },
   };

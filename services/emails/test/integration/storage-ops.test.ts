@@ -115,6 +115,37 @@ describe('storage operations per email', () => {
   });
 });
 
+describe('a deep queue', () => {
+  it('is claimed a few batches per scan: what a claim takes beyond its batch waits in the hand-off', async () => {
+    const tag = Date.now().toString(36);
+    const n = 300;
+    const tos = Array.from({ length: n }, (_, i) => `deep${i}+${tag}@inbox.example.org`);
+    // Scheduled: inserted free, all due at once, so they are claimed from the queue, not handed over at accept.
+    const due = new Date(Date.now() + 8_000);
+    commands.length = 0;
+    const ids: string[] = [];
+    for (let i = 0; i < n; i += 100) {
+      const res = await h.emails.call.sendBatch({
+        teamId: sender.teamId,
+        emails: tos.slice(i, i + 100).map((to) => ({ to: [to], from: `shop@${sender.domain}`, subject: 'Deep', text: 'x', replyTo: [], cc: [], bcc: [], headers: {}, attachments: [], scheduledAt: due })),
+      });
+      ids.push(...res.emailIds);
+    }
+    const sent = new Set<string>();
+    await eventually(() => {
+      for (const ev of h.events) if (ev.type === 'email.sent') sent.add((ev.data as { id: string }).id);
+      return ids.every((id) => sent.has(id));
+    }, 120_000, `all ${n} sent`);
+    const mail = await h.mail();
+    for (const to of tos) expect(mail.filter((m) => m.envelope.rcptTo.includes(to)), to).toHaveLength(1);
+    const claimFinds = commands.filter((c) => c.commandName === 'find' && collectionOf(c) === 'send_queue' && isClaimFilter((c.command as { filter?: unknown }).filter));
+    const found = claimFinds.map((c) => ((replies.get(c.requestId)?.reply as { cursor?: { firstBatch?: unknown[] } } | undefined)?.cursor?.firstBatch ?? []).length).filter((k) => k > 0);
+    // One claim of batch + hand-off room (100 + 400) takes all 300 (its read goes on with getMore past the
+    // first 101); a claim per batch of 100 took three scans.
+    expect(found.length, JSON.stringify({ found, claimFinds: claimFinds.length })).toBe(1);
+  });
+});
+
 describe('accept group commit', () => {
   it('concurrent single sends share their inserts, and each call gets its own email', async () => {
     const tag = Date.now().toString(36);
