@@ -540,8 +540,15 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
         try {
           // A scan costs the same whatever it takes (FerretDB v1 decodes the whole queue): it also fills the room
           // left in the hand-off, so a deep queue (accepts far ahead of sending) is scanned once per few batches.
+          // The room is reserved while the claim runs: the other loop's claim and local accepts leave it alone.
           const room = Math.max(0, handoffMax - waiting.size - reserved);
-          const claimed = await opts.queue.claimMany(owner, now(), opts.leaseMs, batchSize + room);
+          reserved += room;
+          let claimed: QueueEntry[];
+          try {
+            claimed = await opts.queue.claimMany(owner, now(), opts.leaseMs, batchSize + room);
+          } finally {
+            reserved -= room;
+          }
           entries = claimed.slice(0, batchSize);
           const surplus = claimed.slice(batchSize);
           if (stopping) giveBackWaiting(surplus);
