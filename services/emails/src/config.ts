@@ -51,6 +51,13 @@ export function emailsConfigSpec() {
     /** How often an idle worker looks for due emails (a local accept wakes it at once). */
     sendPollMs: int('SEND_POLL_INTERVAL_MS', 500, 10),
     /**
+     * How often a worker kept busy by emails its own accepts handed over still scans the queue (schedules come
+     * due, retries, entries that found the hand-off full, other workers' expired leases).
+     */
+    sendBusyPollMs: int('SEND_BUSY_POLL_INTERVAL_MS', 5_000, 10),
+    /** Accepted emails waiting in a process's hand-off to its own worker at most (0: every email is claimed from the queue). */
+    sendHandoffMax: int('SEND_HANDOFF_MAX', 400, 0, 100_000),
+    /**
      * How long a claimed email stays with its worker. It must outlast an attempt
      * (a few SMTP timeouts); after a crash the email is retried once it expires,
      * unless a delivery report proved in the meantime that the relay took it.

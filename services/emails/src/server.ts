@@ -25,6 +25,8 @@ export interface EmailsServerOverrides {
   /** Other services; default gRPC clients from the config. */
   readonly upstreams?: Upstreams;
   readonly relay?: SmtpRelay;
+  /** false: the send worker never starts (tests: a process that accepts and dies before sending). */
+  readonly startSendWorker?: boolean;
 }
 
 /** A relay's 5xx to one recipient, classified like the same refusal in a DSN. */
@@ -92,7 +94,7 @@ export async function createEmailsServer(deps: { config: EmailsConfig; infra: Se
   const worker = createSendWorker({
     emails, queue, identities, suppressions, relay, logger: logger.child({ component: 'send-worker' }),
     classify: classifyRefusal,
-    concurrency: config.sendConcurrency, batchSize: config.sendBatchSize, outcomeLingerMs: config.sendOutcomeLingerMs, pollMs: config.sendPollMs, leaseMs: config.sendLeaseMs, minLeaseLeftMs: 2 * config.smtpTimeoutMs, maxAttempts: config.sendMaxAttempts,
+    concurrency: config.sendConcurrency, batchSize: config.sendBatchSize, outcomeLingerMs: config.sendOutcomeLingerMs, pollMs: config.sendPollMs, busyPollMs: config.sendBusyPollMs, handoffMax: config.sendHandoffMax, leaseMs: config.sendLeaseMs, minLeaseLeftMs: 2 * config.smtpTimeoutMs, maxAttempts: config.sendMaxAttempts,
     retryBaseMs: config.retryBaseMs, retryMaxMs: config.retryMaxMs, verpSecret, bounceDomain: config.bounceDomain,
     tracking: { publicUrl: config.publicUrl, key: trackingKey },
   });
@@ -100,11 +102,11 @@ export async function createEmailsServer(deps: { config: EmailsConfig; infra: Se
   const accept = createAcceptor({
     emails, queue, templates, idempotency, identities, suppressions, quota: upstreams.quota,
     maxAttachmentsBytes: config.maxAttachmentsBytes, idempotencyTtlMs: config.idempotencyTtlMs, idempotencyTakeoverMs: config.idempotencyTakeoverMs,
-    logger, onAccepted: () => worker.wake(), lingerMs: config.acceptLingerMs,
+    logger, onAccepted: () => worker.wake(), lingerMs: config.acceptLingerMs, handoff: worker.handoff,
   });
 
   const handlers = createEmailsHandlers({
-    emails, queue, templates, accept, trackingKey, logger, onDue: () => worker.wake(),
+    emails, queue, templates, accept, trackingKey, logger, onDue: () => worker.wake(), handoff: worker.handoff,
   });
 
   const inbound = await startInboundSmtpServer({
@@ -119,7 +121,7 @@ export async function createEmailsServer(deps: { config: EmailsConfig; infra: Se
   }, config.sweepIntervalMs);
   sweeper.unref();
 
-  worker.start();
+  if (deps.overrides?.startSendWorker !== false) worker.start();
   publisher.start();
   outbox.start();
 
@@ -131,7 +133,7 @@ export async function createEmailsServer(deps: { config: EmailsConfig; infra: Se
     outboxCollections: [],
     consumers: [
       createIdentityInvalidator({ nats: infra.nats, cache: identities, logger }),
-      createDomainDeletedConsumer({ nats: infra.nats, emails, queue, cache: identities, logger, metrics: infra.metrics }),
+      createDomainDeletedConsumer({ nats: infra.nats, emails, queue, cache: identities, logger, metrics: infra.metrics, handoff: worker.handoff }),
     ],
     workers: [
       // In-flight sends finish and are recorded before anything else closes.

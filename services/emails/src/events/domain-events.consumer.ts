@@ -6,7 +6,7 @@ import type { IdentityCache } from '../clients/identity-cache.js';
 import type { EmailsRepository } from '../repositories/emails.repository.js';
 import type { SendQueueRepository } from '../repositories/send-queue.repository.js';
 import { failMutation } from '../sending/outcomes.js';
-import { withQueueLock } from '../sending/queue-sync.js';
+import { withQueueLock, type HandoffWithdrawal } from '../sending/queue-sync.js';
 
 /**
  * Every replica keeps its own identity cache, so every replica must hear every
@@ -81,6 +81,8 @@ export function createDomainDeletedConsumer(opts: {
   cache: IdentityCache;
   logger: Logger;
   metrics?: ServiceMetrics;
+  /** The local worker's hand-off: its emails of the domain are withdrawn and failed like unclaimed ones. */
+  handoff?: HandoffWithdrawal;
 }): DurableConsumer {
   return createDurableConsumer({
     nats: opts.nats,

@@ -57,10 +57,27 @@ export interface QueueEntry {
 
 export type LockResult = 'locked' | 'busy' | 'absent';
 
+/** A lease written with the entry at its insert: the accept hands the email to its own worker (no claim). */
+export interface HeldLease {
+  readonly owner: string;
+  readonly claimId: string;
+  readonly until: Date;
+}
+
+/** Who holds an entry handed over at its accept and not yet started: its holder may take it back for a change. */
+export interface Holder {
+  readonly owner: string;
+  readonly claimId: string;
+}
+
 export interface SendQueueRepository {
   ensureIndexes(): Promise<void>;
-  /** Adds entries; ids already queued are left as they are. */
-  enqueue(entries: readonly { emailId: string; due: Date }[], now: Date): Promise<void>;
+  /**
+   * Adds entries; ids already queued are left as they are (resolves to those ids). An entry with `held` is
+   * written already claimed by that worker (its first attempt counted), so no other worker takes it until the
+   * lease ends: the accept hands it to its own worker in memory.
+   */
+  enqueue(entries: readonly { emailId: string; due: Date; held?: HeldLease | undefined }[], now: Date): Promise<ReadonlySet<string>>;
   /**
    * Atomically takes up to `max` entries that are due and that nobody holds, the oldest due first: one
    * read of the candidates and one update of all of them (plus one read when another worker took some).
@@ -78,8 +95,16 @@ export interface SendQueueRepository {
   remove(emailId: string): Promise<void>;
   /** Removes many entries in one write. */
   removeMany(emailIds: readonly string[]): Promise<void>;
-  /** Takes the entry for a change of the email: 'busy' while a worker sends it, 'absent' when there is none. */
-  lockForChange(emailId: string, now: Date, ms?: number): Promise<LockResult>;
+  /**
+   * Gives back entries a claim or a hand-off still holds (not those settled, changed or taken over since),
+   * without counting the attempt: due at `due`, free, touched. No upsert: a missing entry stays missing.
+   */
+  giveBack(claimId: string, emailIds: readonly string[], due: Date): Promise<void>;
+  /**
+   * Takes the entry for a change of the email: 'busy' while a worker sends it, 'absent' when there is none.
+   * `heldBy` names a hand-off its holder withdrew before starting it: that lease is taken over too.
+   */
+  lockForChange(emailId: string, now: Date, ms?: number, heldBy?: Holder): Promise<LockResult>;
 }
 
 export const CHANGE_OWNER = 'change';
@@ -118,13 +143,24 @@ export function createSendQueueRepository(db: Db): SendQueueRepository {
       await col.createIndex({ due: 1 }, { name: 'due' });
     },
     async enqueue(entries, now) {
-      if (entries.length === 0) return;
+      if (entries.length === 0) return new Set();
       try {
-        await col.insertMany(entries.map((e) => ({ _id: e.emailId, due: e.due, leaseUntil: EPOCH, attempts: 0, createdAt: now })), { ordered: false });
+        await col.insertMany(entries.map((e): QueueDoc => (e.held
+          ? { _id: e.emailId, due: e.due, leaseUntil: e.held.until, leaseOwner: e.held.owner, claimId: e.held.claimId, attempts: 1, createdAt: now }
+          : { _id: e.emailId, due: e.due, leaseUntil: EPOCH, attempts: 0, createdAt: now })), { ordered: false });
+        return new Set();
       } catch (err) {
-        const writeErrors = (err as { writeErrors?: { code?: number }[] | { code?: number } }).writeErrors;
+        const writeErrors = (err as { writeErrors?: { code?: number; index?: number }[] | { code?: number; index?: number } }).writeErrors;
         const list = Array.isArray(writeErrors) ? writeErrors : writeErrors ? [writeErrors] : [];
         if (!(list.length > 0 && list.every((w) => w.code === 11000))) throw err;
+        const there = new Set<string>();
+        for (const w of list) {
+          const e = typeof w.index === 'number' ? entries[w.index] : undefined;
+          // Without an index every entry counts as there already: none of them is handed over then.
+          if (!e) return new Set(entries.map((x) => x.emailId));
+          there.add(e.emailId);
+        }
+        return there;
       }
     },
     async claimMany(owner, now, leaseMs, max) {
@@ -172,10 +208,20 @@ export function createSendQueueRepository(db: Db): SendQueueRepository {
       if (emailIds.length === 0) return;
       await bulkById(emailIds, (id) => ({ deleteOne: { filter: { _id: id } } }), 'deletedCount');
     },
-    async lockForChange(emailId, now, ms = 30_000) {
+    async giveBack(claimId, emailIds, due) {
+      if (emailIds.length === 0) return;
+      await bulkById(emailIds, (id) => ({
+        updateOne: {
+          filter: { _id: id, claimId },
+          update: { $set: { due, leaseUntil: EPOCH, touched: true }, $unset: { leaseOwner: '' as const, claimId: '' as const }, $inc: { attempts: -1 } },
+        },
+      }), 'modifiedCount');
+    },
+    async lockForChange(emailId, now, ms = 30_000, heldBy) {
+      // The claim id goes: a late lease extension of the batch that held the entry must not prolong the lock.
       const locked = await col.findOneAndUpdate(
-        { _id: emailId, leaseUntil: { $lte: now } },
-        { $set: { leaseUntil: new Date(now.getTime() + ms), leaseOwner: CHANGE_OWNER, touched: true } },
+        heldBy ? { _id: emailId, leaseOwner: heldBy.owner, claimId: heldBy.claimId } : { _id: emailId, leaseUntil: { $lte: now } },
+        { $set: { leaseUntil: new Date(now.getTime() + ms), leaseOwner: CHANGE_OWNER, touched: true }, $unset: { claimId: '' as const } },
       );
       if (locked) return 'locked';
       return (await col.countDocuments({ _id: emailId }, { limit: 1 })) > 0 ? 'busy' : 'absent';

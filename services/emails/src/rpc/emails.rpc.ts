@@ -8,7 +8,7 @@ import type { EmailRecord, EmailsRepository, Mutation } from '../repositories/em
 import type { SendQueueRepository } from '../repositories/send-queue.repository.js';
 import type { TemplatesRepository } from '../repositories/templates.repository.js';
 import type { Acceptor } from '../sending/accept.js';
-import { withQueueLock } from '../sending/queue-sync.js';
+import { withQueueLock, type HandoffWithdrawal } from '../sending/queue-sync.js';
 import { emailToProto, eventToProto, feedbackToProto, inputFromProto, statusFromProto, templateToProto } from './mapping.js';
 
 export interface EmailsRpcDeps {
@@ -18,6 +18,8 @@ export interface EmailsRpcDeps {
   readonly accept: Acceptor;
   readonly trackingKey: string;
   readonly logger: Logger;
+  /** The local worker's hand-off: a change withdraws an email it holds and has not started (see withQueueLock). */
+  readonly handoff?: HandoffWithdrawal;
   /** A queued email became due now (PATCH with null): wake the local worker. */
   readonly onDue?: () => void;
   readonly now?: () => Date;

@@ -13,6 +13,7 @@ import type { EmailsRepository, NewEmail } from '../repositories/emails.reposito
 import type { IdempotencyRepository } from '../repositories/idempotency.repository.js';
 import type { SendQueueRepository } from '../repositories/send-queue.repository.js';
 import type { TemplateRecord, TemplatesRepository } from '../repositories/templates.repository.js';
+import type { SendHandoff } from './send-worker.js';
 
 export interface AcceptDeps {
   readonly emails: EmailsRepository;
@@ -26,6 +27,12 @@ export interface AcceptDeps {
   readonly idempotencyTtlMs: number;
   readonly idempotencyTakeoverMs: number;
   readonly logger: Logger;
+  /**
+   * The local worker's hand-off: due emails are inserted already leased to it and handed over in memory, so
+   * no claim (a scan of the queue on FerretDB) is needed for them. Without it, or when it is full, entries are
+   * inserted free and claimed.
+   */
+  readonly handoff?: SendHandoff;
   /** After emails were stored: wake the local worker, publish the events. */
   readonly onAccepted?: () => void;
   /** How long the first accepted call waits for others to share its inserts. */
@@ -195,12 +202,27 @@ export function createAcceptor(deps: AcceptDeps) {
    */
   async function write(items: readonly AcceptWrite[]): Promise<void> {
     const docs = items.flatMap((i) => i.docs);
+    const entries = items.flatMap((i) => i.entries);
+    const at = now();
+    // Due ones (not scheduled ahead) go to the local worker while its hand-off has room, leased to it from their
+    // insert on. Only those this insert created are handed over: one already there (a retried accept) may be
+    // free or another worker's.
+    const due = entries.filter((e) => e.due.getTime() <= at.getTime());
+    const place = deps.handoff?.reserve(due.length, at);
+    const held = new Set(due.slice(0, place?.count ?? 0).map((e) => e.emailId));
     const done = deps.emails.writing(docs.map((d) => d.id));
+    let inserted: { emailId: string; due: Date }[] = [];
+    let written = false;
     try {
-      await deps.queue.enqueue(items.flatMap((i) => i.entries), now());
+      const there = await deps.queue.enqueue(entries.map((e) => (place && held.has(e.emailId) ? { ...e, held: place.lease } : e)), at);
+      inserted = entries.filter((e) => held.has(e.emailId) && !there.has(e.emailId));
       await deps.emails.insertMany(docs);
+      written = true;
     } finally {
       done();
+      // A failed emails insert gives its leased entries back: a worker then finds them orphaned or, after a
+      // retry's insert, sends them, rather than waiting out the lease.
+      place?.settle(written ? inserted : [], written ? [] : inserted.map((e) => e.emailId));
     }
   }
 

@@ -7,7 +7,7 @@ import { retryDelayMs, type AttemptResult, type RecipientRefusal } from '../doma
 import type { BounceDetails } from '../domain/event-data.js';
 import { verpAddress } from '../domain/verp.js';
 import type { EmailContent, EmailRecord, EmailsRepository, MutateResult, Mutation } from '../repositories/emails.repository.js';
-import type { QueueEntry, SendQueueRepository } from '../repositories/send-queue.repository.js';
+import type { HeldLease, Holder, QueueEntry, SendQueueRepository } from '../repositories/send-queue.repository.js';
 import { composeMessage, createSigningKeys } from './compose.js';
 import { failMutation, isPending, outcomeMutation, suppressMutation, whyNotSendable } from './outcomes.js';
 
@@ -26,6 +26,13 @@ export interface SendWorkerOptions {
   /** How long the relay's first answer waits for others to share its bulk write. */
   readonly outcomeLingerMs?: number;
   readonly pollMs: number;
+  /**
+   * While emails handed over by local accepts keep the worker busy, how often it still scans the queue (for
+   * schedules come due, retries, entries inserted unleased, and expired leases of other workers).
+   */
+  readonly busyPollMs?: number;
+  /** Emails local accepts may hand over that wait here at most (0: none; every entry is then claimed). */
+  readonly handoffMax?: number;
   readonly leaseMs: number;
   /** An attempt starts only with at least this much of the lease left (the SMTP timeouts of one attempt). */
   readonly minLeaseLeftMs: number;
@@ -40,8 +47,28 @@ export interface SendWorkerOptions {
   readonly now?: () => Date;
 }
 
+/** Places in the local hand-off reserved by one accept write, with the lease to write on their entries. */
+export interface HandoffReservation {
+  readonly count: number;
+  readonly lease: HeldLease;
+  /**
+   * The write is over: `written` are the entries inserted with the lease (they go to the worker now); `giveBack`
+   * those inserted with it whose write then failed (given back to the queue). Frees the rest of the places.
+   */
+  settle(written: readonly { emailId: string; due: Date }[], giveBack?: readonly string[]): void;
+}
+
+export interface SendHandoff {
+  /** Reserves up to `n` places (0 while stopping or full). Each reservation must be settled. */
+  reserve(n: number, now: Date): HandoffReservation;
+  /** Takes back an email handed over and not started yet (a change of it wins): who held it, else undefined. */
+  withdraw(emailId: string): Holder | undefined;
+}
+
 export interface SendWorker {
   start(): void;
+  /** Where this process's accepts hand their due emails over, already leased to this worker (no claim). */
+  readonly handoff: SendHandoff;
   /** Wakes the idle claim loop: something was queued here. */
   wake(): void;
   /** Stops claiming and waits for every send in flight to be recorded. */
@@ -56,6 +83,8 @@ const UPSTREAM_RETRY_MS = 5_000;
  * is already claimed and sending, so the relay is never idle waiting on the store.
  */
 const BATCHES_IN_FLIGHT = 2;
+/** Default of `busyPollMs`. */
+const BUSY_POLL_MS = 5_000;
 
 /** Until when the claim of a batch holds its entries (extended while the batch runs). */
 interface Lease {
@@ -105,8 +134,123 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
   const recheckMs = opts.suppressionRecheckMs ?? 30_000;
   const batchSize = opts.batchSize ?? 100;
   const signingKeys = createSigningKeys();
+  const handoffMax = opts.handoffMax ?? 0;
+  const busyPollMs = opts.busyPollMs ?? BUSY_POLL_MS;
   let stopping = false;
   const sleepers = new Set<() => void>();
+  /**
+   * The local hand-off: entries leased to this worker and not started, in order: those this process's accepts
+   * inserted already leased (under one claim id of the worker's own), and a scan's claim beyond the batch it
+   * sends at once (under that claim's id). `reserved` places are promised to accept writes under way. Only
+   * memory: after a crash the leases end and any worker claims the entries (previousOwner set).
+   */
+  const handoffClaimId = randomBase62(12);
+  const waiting = new Map<string, QueueEntry>();
+  let reserved = 0;
+  let handoffTimer: ReturnType<typeof setInterval> | undefined;
+  const givingBack = new Set<Promise<void>>();
+  /** When a loop last scanned the queue. */
+  let lastScanAt = 0;
+
+  /** Gives back entries held by `claimId` (the hand-off's own by default; a claim's surplus has its own). */
+  function giveBackHeld(ids: readonly string[], claimId = handoffClaimId): void {
+    if (ids.length === 0) return;
+    const p = opts.queue.giveBack(claimId, ids, now())
+      .catch((err: unknown) => opts.logger.warn({ err, count: ids.length }, 'could not give handed-over entries back; their leases will expire'))
+      .finally(() => givingBack.delete(p));
+    givingBack.add(p);
+  }
+
+  /** Gives back waiting entries, per claim that holds them. */
+  function giveBackWaiting(entries: readonly QueueEntry[]): void {
+    const byClaim = new Map<string, string[]>();
+    for (const e of entries) byClaim.set(e.claimId, [...(byClaim.get(e.claimId) ?? []), e.emailId]);
+    for (const [claimId, ids] of byClaim) giveBackHeld(ids, claimId);
+  }
+
+  const handoff: SendHandoff = {
+    reserve(n, at) {
+      const count = stopping ? 0 : Math.max(0, Math.min(n, handoffMax - waiting.size - reserved));
+      reserved += count;
+      const lease: HeldLease = { owner, claimId: handoffClaimId, until: new Date(at.getTime() + opts.leaseMs) };
+      let open = true;
+      return {
+        count, lease,
+        settle(written, giveBack = []) {
+          if (!open) return;
+          open = false;
+          reserved -= count;
+          if (stopping) {
+            // Stop gave back what waited already; these came after it.
+            giveBackHeld([...written.map((w) => w.emailId), ...giveBack]);
+            return;
+          }
+          giveBackHeld(giveBack);
+          for (const w of written.slice(0, count)) {
+            waiting.set(w.emailId, {
+              emailId: w.emailId, due: w.due, createdAt: at, attempt: 1, leaseUntil: lease.until, claimId: handoffClaimId, untouched: true,
+            });
+          }
+          if (written.length > 0) wakeAll();
+        },
+      };
+    },
+    withdraw(emailId) {
+      const e = waiting.get(emailId);
+      if (!e) return undefined;
+      waiting.delete(emailId);
+      return { owner, claimId: e.claimId };
+    },
+  };
+
+  /**
+   * Takes up to a batch of handed-over entries in accept order: from here on they are started (a change finds
+   * them busy, as a claimed batch). One whose lease is too short for an attempt (its extensions failed) is not
+   * sent but given back, while the lease still holds it.
+   */
+  function takeHandedOver(): QueueEntry[] {
+    const out: QueueEntry[] = [];
+    const late: QueueEntry[] = [];
+    const at = now().getTime();
+    for (const [id, e] of waiting) {
+      if (out.length >= batchSize) break;
+      waiting.delete(id);
+      if (e.leaseUntil.getTime() - at < opts.minLeaseLeftMs) late.push(e);
+      else out.push(e);
+    }
+    giveBackWaiting(late);
+    return out;
+  }
+
+  /** Extends the leases of entries that may come from several claims (a hand-off, a claim's surplus): one write per claim. */
+  async function extendAll(entries: readonly QueueEntry[], until: Date): Promise<void> {
+    const byClaim = new Map<string, string[]>();
+    for (const e of entries) byClaim.set(e.claimId, [...(byClaim.get(e.claimId) ?? []), e.emailId]);
+    await Promise.all([...byClaim].map(([claimId, ids]) => opts.queue.extendLeases(claimId, ids, until)));
+  }
+
+  /** How often the leases of a running batch, and of the emails waiting in the hand-off, are extended. */
+  function heartbeatMs(): number {
+    return Math.max(opts.leaseMs / 3, 250);
+  }
+
+  /**
+   * Keeps the leases of the emails waiting in the hand-off, every heartbeat: so they never have less than a
+   * lease minus one heartbeat left, as much as a claimed batch before its first extension.
+   */
+  function extendWaiting(): void {
+    const due = [...waiting.values()];
+    if (due.length === 0) return;
+    const until = new Date(now().getTime() + opts.leaseMs);
+    extendAll(due, until)
+      .then(() => {
+        for (const { emailId: id } of due) {
+          const e = waiting.get(id);
+          if (e) waiting.set(id, { ...e, leaseUntil: until });
+        }
+      })
+      .catch((err: unknown) => opts.logger.warn({ err }, 'could not extend the leases of handed-over emails'));
+  }
 
   function sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
@@ -293,18 +437,25 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
     // The batch's leases are extended together while it runs: its last emails may be handed to the relay, and
     // their answers written, well after the claim. Only a live process extends them, so a crashed worker's
     // emails still go back to the queue one lease after its last extension.
-    const lease: Lease = { until: first.leaseUntil.getTime() };
-    const ids = entries.map((e) => e.emailId);
-    const heartbeat = setInterval(() => {
-      const until = now().getTime() + opts.leaseMs;
-      opts.queue.extendLeases(first.claimId, ids, new Date(until))
-        .then(() => { lease.until = until; })
-        .catch((err: unknown) => opts.logger.warn({ err }, 'could not extend the leases of a send batch'));
-    }, Math.max(opts.leaseMs / 3, 250));
+    const lease: Lease = { until: Math.min(...entries.map((e) => e.leaseUntil.getTime())) };
+    const tick = heartbeatMs();
+    let heartbeat: ReturnType<typeof setTimeout> | undefined;
+    const beat = (inMs: number) => {
+      heartbeat = setTimeout(() => {
+        const until = now().getTime() + opts.leaseMs;
+        extendAll(entries, new Date(until))
+          .then(() => { lease.until = until; })
+          .catch((err: unknown) => opts.logger.warn({ err }, 'could not extend the leases of a send batch'));
+        beat(tick);
+      }, inMs);
+    };
+    // A claimed batch starts with a whole lease, handed-over emails with what is left of theirs after waiting:
+    // the first extension comes when the lease is down to what a claimed batch has at its first one.
+    beat(Math.max(0, lease.until - now().getTime() - (opts.leaseMs - tick)));
     try {
       await sendBatch(entries, lease);
     } finally {
-      clearInterval(heartbeat);
+      clearTimeout(heartbeat);
     }
   }
 
@@ -373,25 +524,48 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
   let loops: Promise<void>[] = [];
 
   /**
-   * A few batch loops, each claiming a batch and sending it in turn, so one
-   * batch's claim and reads overlap another's sends. Only loop 0 polls an
-   * idle queue; the others sleep until it (or a local accept) finds work.
+   * A few batch loops, each taking a batch and sending it in turn, so one
+   * batch's reads overlap another's sends. A batch is what local accepts
+   * handed over (no claim, no scan) or else a claim from the queue. While
+   * hand-offs keep the loops busy the queue is still scanned every
+   * `busyPollMs` (schedules, retries, entries inserted unleased because the
+   * hand-off was full, other workers' expired leases); without them, at once.
+   * Only loop 0 polls an idle queue; the others sleep until it (or a local
+   * accept) finds work.
    */
   async function loop(index: number): Promise<void> {
     while (!stopping) {
-      let entries: QueueEntry[];
-      try {
-        entries = await opts.queue.claimMany(owner, now(), opts.leaseMs, batchSize);
-      } catch (err) {
-        opts.logger.warn({ err }, 'claiming from the send queue failed');
-        await sleep(opts.pollMs * 4);
-        continue;
+      let entries: QueueEntry[] = Date.now() - lastScanAt < busyPollMs ? takeHandedOver() : [];
+      if (entries.length === 0) {
+        lastScanAt = Date.now();
+        try {
+          // A scan costs the same whatever it takes (FerretDB v1 decodes the whole queue): it also fills the room
+          // left in the hand-off, so a deep queue (accepts far ahead of sending) is scanned once per few batches.
+          // The room is reserved while the claim runs: the other loop's claim and local accepts leave it alone.
+          const room = Math.max(0, handoffMax - waiting.size - reserved);
+          reserved += room;
+          let claimed: QueueEntry[];
+          try {
+            claimed = await opts.queue.claimMany(owner, now(), opts.leaseMs, batchSize + room);
+          } finally {
+            reserved -= room;
+          }
+          entries = claimed.slice(0, batchSize);
+          const surplus = claimed.slice(batchSize);
+          if (stopping) giveBackWaiting(surplus);
+          else for (const e of surplus) waiting.set(e.emailId, e);
+        } catch (err) {
+          opts.logger.warn({ err }, 'claiming from the send queue failed');
+          await sleep(opts.pollMs * 4);
+          continue;
+        }
       }
       if (entries.length === 0) {
+        if (waiting.size > 0) continue;
         await sleep(index === 0 ? opts.pollMs : opts.pollMs * 20);
         continue;
       }
-      if (index === 0) wakeAll();
+      if (index === 0 || waiting.size > 0) wakeAll();
       try {
         await runBatch(entries);
       } catch (err) {
@@ -402,10 +576,12 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
 
   return {
     owner,
+    handoff,
     start() {
       if (loops.length > 0) return;
       stopping = false;
       loops = Array.from({ length: BATCHES_IN_FLIGHT }, (_, i) => loop(i));
+      handoffTimer = setInterval(extendWaiting, heartbeatMs());
     },
     wake: wakeAll,
     async stop() {
@@ -414,6 +590,12 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
       await Promise.all(loops);
       await outcomes.drain();
       loops = [];
+      clearInterval(handoffTimer);
+      // Handed over but not started: given back (free, due now, the attempt uncounted) for any worker to claim.
+      const left = [...waiting.values()];
+      waiting.clear();
+      giveBackWaiting(left);
+      await Promise.all([...givingBack]);
     },
   };
 }

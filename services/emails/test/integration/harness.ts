@@ -18,7 +18,7 @@ import { createDomainsServer } from '../../../domains/src/server.js';
 import { loadSuppressionsConfig } from '../../../suppressions/src/config.js';
 import { createSuppressionsServer } from '../../../suppressions/src/server.js';
 import { loadEmailsConfig } from '../../src/config.js';
-import { createEmailsServer } from '../../src/server.js';
+import { createEmailsServer, type EmailsServerOverrides } from '../../src/server.js';
 
 /**
  * The emails service on real servers, with the real services it calls: auth
@@ -61,8 +61,8 @@ export interface Harness {
   readonly events: EventEnvelope[];
   readonly primary: EmailsReplica;
   readonly emailsDb: string;
-  /** Another emails process on the same database and NATS (a second replica). */
-  startReplica(env?: Record<string, string>): Promise<EmailsReplica>;
+  /** Another emails process on the same database and NATS (a second replica); `overrides` as createEmailsServer's. */
+  startReplica(env?: Record<string, string>, overrides?: EmailsServerOverrides): Promise<EmailsReplica>;
   /** A team with a verified domain (tracking as asked). */
   newSender(opts?: { openTracking?: boolean; clickTracking?: boolean; dailyLimit?: number }): Promise<{ teamId: string; domainId: string; domain: string }>;
   mail(): Promise<ReceivedMail[]>;
@@ -115,7 +115,7 @@ export async function startHarness(opts: { emailsEnv?: Record<string, string>; s
   const sinkPort = sink.port;
   const emailsDb = uniqueDbName('emails');
 
-  const startReplica = async (env: Record<string, string> = {}, port = 0): Promise<EmailsReplica> => {
+  const startReplica = async (env: Record<string, string> = {}, port = 0, overrides?: EmailsServerOverrides): Promise<EmailsReplica> => {
     const config = loadEmailsConfig({
       ...base, MONGO_DB: emailsDb, AUTH_GRPC_ADDR: addr(authSvc), DOMAINS_GRPC_ADDR: addr(domainsSvc), SUPPRESSIONS_GRPC_ADDR: addr(suppSvc),
       SMTP_URL: `smtp://127.0.0.1:${sinkPort}`, TRACKING_SIGNING_KEY: TRACKING_KEY, PUBLIC_URL: 'https://track.mailfleet.test', BOUNCE_DOMAIN,
@@ -123,7 +123,7 @@ export async function startHarness(opts: { emailsEnv?: Record<string, string>; s
       SEND_POLL_INTERVAL_MS: '50', SEND_RETRY_BASE_MS: '200', SEND_RETRY_MAX_MS: '400', SEND_MAX_ATTEMPTS: '3', SEND_LEASE_MS: '10000', SMTP_TIMEOUT_MS: '3000',
       IDENTITY_CACHE_TTL_MS: '1000', ...opts.emailsEnv, ...env,
     });
-    const svc = await startService({ name: 'emails', config, env: {}, logger: logger.child({ svc: 'emails' }), build: (infra) => createEmailsServer({ config, infra }) });
+    const svc = await startService({ name: 'emails', config, env: {}, logger: logger.child({ svc: 'emails' }), build: (infra) => createEmailsServer({ config, infra, overrides }) });
     const client = createGrpcClient({ name: 'emails', address: addr(svc), ctor: emailsV1.EmailsServiceClient, logger, deadlineMs: 20_000 });
     let stopped = false;
     return {
@@ -160,8 +160,8 @@ export async function startHarness(opts: { emailsEnv?: Record<string, string>; s
     async startSink() {
       sink = await createSmtpSink(sinkOptions(sinkPort));
     },
-    async startReplica(env) {
-      const r = await startReplica(env);
+    async startReplica(env, overrides) {
+      const r = await startReplica(env, 0, overrides);
       replicas.push(r);
       return r;
     },

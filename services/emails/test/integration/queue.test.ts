@@ -191,6 +191,64 @@ describe('the send queue', () => {
   });
 });
 
+describe('hand-off to the local worker', () => {
+  /** Its accepts hand due emails to its own worker, which never runs: as if the process died right after accepting. */
+  let held: EmailsReplica;
+  const LEASE_MS = 6_000;
+  beforeAll(async () => {
+    held = await h.startReplica({ SEND_LEASE_MS: String(LEASE_MS), SMTP_TIMEOUT_MS: '1000' }, { startSendWorker: false });
+  });
+  afterAll(async () => {
+    await held?.stop();
+  });
+  const entryOf = async (id: string) => mongo.db(h.emailsDb).collection('send_queue').findOne({ _id: id } as never) as Promise<Record<string, unknown> | null>;
+
+  it('an email handed over at its accept is leased to that worker from its insert; when the process dies, another worker sends it once the lease ends', async () => {
+    const to = uniq('handoff');
+    const accepted = Date.now();
+    const { emailId } = await held.client.call.sendEmail({ teamId: sender.teamId, email: email({ to: [to] }) });
+    // Inserted already claimed by the accepting process's worker (its first attempt counted), not free.
+    const entry = await entryOf(emailId);
+    expect(entry).toMatchObject({ attempts: 1, claimId: expect.any(String), leaseOwner: expect.any(String) });
+    expect(entry!['leaseOwner']).not.toBe('change');
+    expect((entry!['leaseUntil'] as Date).getTime()).toBeGreaterThan(accepted);
+    // The other workers (polling every 50 ms) leave it while the lease holds.
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect(await sinkCount(to)).toBe(0);
+    const r = await h.waitForStatus(sender.teamId, emailId, ['SENT', 'DELIVERED'], LEASE_MS + 15_000);
+    expect(Date.now() - accepted).toBeGreaterThanOrEqual(LEASE_MS - 500);
+    expect(r.events.map((e) => statusName(e.status)).slice(0, 2)).toEqual(['QUEUED', 'SENT']);
+    await eventually(async () => (await entryOf(emailId)) === null, 10_000, 'queue entry removed');
+    expect(await sinkCount(to)).toBe(1);
+  });
+
+  it('a change of a handed-over email not started yet wins on the accepting process, and is busy elsewhere', async () => {
+    const to = uniq('handoff-cancel');
+    const { emailId } = await held.client.call.sendEmail({ teamId: sender.teamId, email: email({ to: [to] }) });
+    // Another process sees an email held by a worker, as one being sent.
+    expect(await code(h.emails.call.cancelEmail({ teamId: sender.teamId, emailId }))).toBe('ABORTED');
+    // The accepting process withdraws it from its hand-off: the cancel wins and the entry goes.
+    expect(await held.client.call.cancelEmail({ teamId: sender.teamId, emailId })).toEqual({ emailId });
+    const r = await h.waitForStatus(sender.teamId, emailId, 'CANCELLED');
+    expect(r.events.map((e) => statusName(e.status))).toEqual(['QUEUED', 'CANCELLED']);
+    expect(await entryOf(emailId)).toBeNull();
+
+    // A reschedule likewise: the email then waits for its new time, free for any worker.
+    const to2 = uniq('handoff-later');
+    const b = (await held.client.call.sendEmail({ teamId: sender.teamId, email: email({ to: [to2] }) })).emailId;
+    const at = new Date(Date.now() + LEASE_MS + 2_000);
+    expect(await held.client.call.updateSchedule({ teamId: sender.teamId, emailId: b, scheduledAt: at })).toEqual({ emailId: b });
+    const moved = await entryOf(b);
+    expect(moved).toMatchObject({ due: at, touched: true });
+    expect(moved!['leaseOwner']).toBeUndefined();
+    await new Promise((res) => setTimeout(res, LEASE_MS + 500));
+    expect(await sinkCount(to)).toBe(0);
+    expect(await sinkCount(to2)).toBe(0);
+    await h.waitForStatus(sender.teamId, b, ['SENT', 'DELIVERED'], 15_000);
+    expect(await sinkCount(to2)).toBe(1);
+  });
+});
+
 describe('scheduling', () => {
   it('sends a scheduled email when due, not before', async () => {
     const to = uniq('sched');

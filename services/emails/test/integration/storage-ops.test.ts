@@ -1,5 +1,5 @@
 import { NON_STORAGE_COMMANDS, testMongoUrl } from '@mailfleet/testkit';
-import { type CommandStartedEvent } from 'mongodb';
+import { type CommandStartedEvent, type CommandSucceededEvent } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually, startHarness, type Harness } from './harness.js';
 
@@ -14,6 +14,10 @@ const WRITES = new Set(['insert', 'update', 'delete', 'findAndModify']);
 let h: Harness;
 let sender: { teamId: string; domainId: string; domain: string };
 const commands: CommandStartedEvent[] = [];
+/** Replies by request id: how many documents each claim read found. */
+const replies = new Map<number, CommandSucceededEvent>();
+/** The idle poll of the queue; accepts wake the worker, so only the time waited shows in the scans counted. */
+const POLL_MS = 1_000;
 
 beforeAll(async () => {
   const url = new URL(testMongoUrl());
@@ -21,9 +25,15 @@ beforeAll(async () => {
   // A batch holds what arrives within its linger. On a loaded test machine the sink takes a few mails a second,
   // so the lingers are longer here than in production, where answers and reports arrive closer together:
   // the counts then show the batching, not the machine's speed.
-  h = await startHarness({ emailsEnv: { MONGO_URL: url.toString(), SEND_OUTCOME_LINGER_MS: '300', REPORT_LINGER_MS: '500', ACCEPT_LINGER_MS: '300' } });
+  h = await startHarness({ emailsEnv: { MONGO_URL: url.toString(), SEND_OUTCOME_LINGER_MS: '300', REPORT_LINGER_MS: '500', ACCEPT_LINGER_MS: '300', SEND_POLL_INTERVAL_MS: String(POLL_MS),
+    // A lease of many SMTP timeouts: on a loaded machine a lease extension may land late, and an attempt then
+    // finds too little lease left and gives the email back to be claimed, which is not what is counted here.
+    SEND_LEASE_MS: '30000' } });
   h.primary.svc.infra.mongo.client.on('commandStarted', (e: CommandStartedEvent) => {
     if (e.databaseName === h.emailsDb) commands.push(e);
+  });
+  h.primary.svc.infra.mongo.client.on('commandSucceeded', (e: CommandSucceededEvent) => {
+    if (e.commandName === 'find') replies.set(e.requestId, e);
   });
   sender = await h.newSender();
 });
@@ -41,6 +51,7 @@ describe('storage operations per email', () => {
     const tag = Date.now().toString(36);
     const tos = Array.from({ length: N }, (_, i) => `ops${i}+${tag}@inbox.example.org`);
     commands.length = 0;
+    const started = Date.now();
     const ids: string[] = [];
     for (let i = 0; i < N; i += 100) {
       const res = await h.emails.call.sendBatch({
@@ -67,9 +78,25 @@ describe('storage operations per email', () => {
     const contentReads = count('email_contents', ['find']);
     const queueWrites = count('send_queue', WRITES);
     const storageOps = commands.filter((c) => !NON_STORAGE_COMMANDS.has(c.commandName)).length;
+    // Claims: the read of due, free entries (a scan of the whole queue on FerretDB v1) and the update that leases them.
+    const claimFinds = commands.filter((c) => c.commandName === 'find' && collectionOf(c) === 'send_queue' && isClaimFilter((c.command as { filter?: unknown }).filter));
+    const claimsThatFound = claimFinds.filter((c) => ((replies.get(c.requestId)?.reply as { cursor?: { firstBatch?: unknown[] } } | undefined)?.cursor?.firstBatch ?? []).length > 0).length;
+    const claimUpdates = commands.filter((c) => c.commandName === 'update' && collectionOf(c) === 'send_queue'
+      && ((c.command as { updates?: { u?: { $inc?: { attempts?: number } } }[] }).updates ?? []).some((u) => u.u?.$inc?.attempts === 1)).length;
+    const elapsed = Date.now() - started;
     const sizes = commands.filter((c) => c.commandName === 'update' && collectionOf(c) === 'emails')
       .map((c) => ((c.command as { updates?: unknown[] }).updates ?? []).length);
-    const summary = { storageOps, emailsWrites, emailsReads, contentReads, queueWrites, byCommand: tally(), emailUpdateSizes: sizes };
+    const summary = {
+      storageOps, emailsWrites, emailsReads, contentReads, queueWrites, claimFinds: claimFinds.length, claimsThatFound, claimUpdates, elapsed,
+      byCommand: tally(), emailUpdateSizes: sizes,
+    };
+    // The accepts hand their emails to this process's worker, already leased to it: none is claimed. A claim
+    // read the whole queue on FerretDB v1 (and its update leased the entries: 200 statements for 200 emails),
+    // once per batch of 100; what is left is the poll of a queue found empty: once per POLL_MS while the test
+    // waits for the reports (2 loops, each looking once when its batch is done), not per email.
+    expect(claimsThatFound, JSON.stringify(summary)).toBe(0);
+    expect(claimUpdates, JSON.stringify(summary)).toBe(0);
+    expect(claimFinds.length, JSON.stringify(summary)).toBeLessThanOrEqual(Math.ceil(elapsed / POLL_MS) + 6);
     // Per email the old path wrote the email 2-3 times (outcome, report, a removal of published events) and
     // the queue twice (claim, removal), and read the email twice (claim, report): 800+ writes for 200. Now
     // each of those is a statement of a bulk of up to 25 (FerretDB's limit), so at least 3 x N / 25 writes
@@ -85,6 +112,37 @@ describe('storage operations per email', () => {
     expect(emailsReads, JSON.stringify(summary)).toBeLessThanOrEqual(N / 2);
     // Every storage command of the emails database, sending and delivering 200 emails: 112 to 140 measured.
     expect(storageOps, JSON.stringify(summary)).toBeLessThanOrEqual(N);
+  });
+});
+
+describe('a deep queue', () => {
+  it('is claimed a few batches per scan: what a claim takes beyond its batch waits in the hand-off', async () => {
+    const tag = Date.now().toString(36);
+    const n = 300;
+    const tos = Array.from({ length: n }, (_, i) => `deep${i}+${tag}@inbox.example.org`);
+    // Scheduled: inserted free, all due at once, so they are claimed from the queue, not handed over at accept.
+    const due = new Date(Date.now() + 8_000);
+    commands.length = 0;
+    const ids: string[] = [];
+    for (let i = 0; i < n; i += 100) {
+      const res = await h.emails.call.sendBatch({
+        teamId: sender.teamId,
+        emails: tos.slice(i, i + 100).map((to) => ({ to: [to], from: `shop@${sender.domain}`, subject: 'Deep', text: 'x', replyTo: [], cc: [], bcc: [], headers: {}, attachments: [], scheduledAt: due })),
+      });
+      ids.push(...res.emailIds);
+    }
+    const sent = new Set<string>();
+    await eventually(() => {
+      for (const ev of h.events) if (ev.type === 'email.sent') sent.add((ev.data as { id: string }).id);
+      return ids.every((id) => sent.has(id));
+    }, 120_000, `all ${n} sent`);
+    const mail = await h.mail();
+    for (const to of tos) expect(mail.filter((m) => m.envelope.rcptTo.includes(to)), to).toHaveLength(1);
+    const claimFinds = commands.filter((c) => c.commandName === 'find' && collectionOf(c) === 'send_queue' && isClaimFilter((c.command as { filter?: unknown }).filter));
+    const found = claimFinds.map((c) => ((replies.get(c.requestId)?.reply as { cursor?: { firstBatch?: unknown[] } } | undefined)?.cursor?.firstBatch ?? []).length).filter((k) => k > 0);
+    // One claim of batch + hand-off room (100 + 400) takes all 300 (its read goes on with getMore past the
+    // first 101); a claim per batch of 100 took three scans.
+    expect(found.length, JSON.stringify({ found, claimFinds: claimFinds.length })).toBe(1);
   });
 });
 
@@ -111,6 +169,11 @@ describe('accept group commit', () => {
     }
   });
 });
+
+/** The filter of a claim's read: `{due: {$lte}, leaseUntil: {$lte}}`. */
+function isClaimFilter(filter: unknown): boolean {
+  return typeof filter === 'object' && filter !== null && 'due' in filter && 'leaseUntil' in filter;
+}
 
 function tally(): Record<string, number> {
   const out: Record<string, number> = {};
