@@ -72,22 +72,33 @@ function childName(cmdline) {
   return undefined;
 }
 
-/** VmRSS in MiB of every platform process below this one, by child name (plus this bench process). */
-export function platformRss() {
+/**
+ * `read(pid)` of every platform process below this one, summed by child name; `read` answers a number or
+ * undefined (nothing to count). A process that ends between the listing and the read is left out.
+ */
+function sumByChild(read) {
   const out = {};
   for (const pid of descendants(process.pid)) {
     try {
-      const cmdline = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
-      const name = childName(cmdline);
+      const name = childName(fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' '));
       if (!name) continue;
-      const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-      const kb = Number(/VmRSS:\s+(\d+)\s+kB/.exec(status)?.[1] ?? NaN);
-      if (!Number.isFinite(kb)) continue;
-      out[name] = round((out[name] ?? 0) + kb / 1024, 1);
+      const value = read(pid);
+      if (value === undefined || !Number.isFinite(value)) continue;
+      out[name] = (out[name] ?? 0) + value;
     } catch {
       // the process ended between the listing and the read
     }
   }
+  return out;
+}
+
+/** VmRSS in MiB of every platform process below this one, by child name (plus this bench process). */
+export function platformRss() {
+  const out = sumByChild((pid) => {
+    const kb = Number(/VmRSS:\s+(\d+)\s+kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN);
+    return kb / 1024;
+  });
+  for (const name of Object.keys(out)) out[name] = round(out[name], 1);
   out['bench (this process)'] = round(process.memoryUsage().rss / 1024 / 1024, 1);
   return out;
 }
@@ -99,18 +110,10 @@ export function platformRss() {
  */
 export function platformCpuSeconds() {
   const tick = 100; // USER_HZ on Linux
-  const out = {};
-  for (const pid of descendants(process.pid)) {
-    try {
-      const cmdline = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
-      const name = childName(cmdline);
-      if (!name) continue;
-      const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-      out[name] = (out[name] ?? 0) + (Number(fields[11]) + Number(fields[12])) / tick;
-    } catch {
-      // the process ended between the listing and the read
-    }
-  }
+  const out = sumByChild((pid) => {
+    const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / tick;
+  });
   const own = process.cpuUsage();
   out['bench (this process)'] = (own.user + own.system) / 1e6;
   return out;

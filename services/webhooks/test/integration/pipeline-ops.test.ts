@@ -55,6 +55,32 @@ async function stopPipeline(): Promise<void> {
   worker = undefined;
 }
 
+/**
+ * A webhook subscribed to email.delivered at the receiver's `path`, and a delivery worker for it (not started),
+ * built as the service builds them; `handOffLimit` caps the fan-out's hand-off.
+ */
+async function startWorker(config: ReturnType<typeof loadWebhooksConfig>, hook: { id: string; teamId: string; path: string }, handOffLimit?: number) {
+  const stored = createWebhooksRepository(db);
+  const deliveries = createDeliveriesRepository(db);
+  await Promise.all([stored.ensureIndexes(), deliveries.ensureIndexes()]);
+  const webhooks = withSubscriptionCache(stored, { ttlMs: 3_600_000 });
+  await webhooks.create({
+    id: hook.id, teamId: hook.teamId, url: `${receiver.url}${hook.path}`, description: null, eventTypes: ['email.delivered'],
+    secret: 'whsec_0123456789abcdefghij', createdAt: new Date(Date.now() - 120_000), createdByUserId: 'u',
+  });
+  const endpoint = createEndpointClient({
+    allowPrivateNetworks: true, timeoutMs: config.timeoutMs, responseTextLimit: config.responseTextLimit, extraCa: [receiver.caPem],
+  });
+  const deliverer = createDeliverer({ webhooks, deliveries, endpoint, policy: retryPolicyOf(config), logger });
+  const w = createDeliveryWorker({
+    deliveries, deliverer, concurrency: config.concurrency, perWebhookConcurrency: config.perWebhookConcurrency,
+    roundSize: roundSizeOf(config), leaseMs: config.claimLeaseMs, pollIntervalMs: config.pollIntervalMs,
+    handOffMaxAgeMs: handOffMaxAgeOf(config), ...(handOffLimit !== undefined ? { handOffLimit } : {}), logger,
+  });
+  worker = w;
+  return { webhooks, deliveries, w };
+}
+
 afterAll(async () => {
   await stopPipeline();
   await receiver?.close();
@@ -67,24 +93,7 @@ afterAll(async () => {
 describe('the webhook pipeline in batches and rounds', () => {
   it(`${EVENTS} events to one webhook: each delivered, with writes per batch and round, not per event`, async () => {
     const config = loadWebhooksConfig({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
-    const stored = createWebhooksRepository(db);
-    const deliveries = createDeliveriesRepository(db);
-    await Promise.all([stored.ensureIndexes(), deliveries.ensureIndexes()]);
-    const webhooks = withSubscriptionCache(stored, { ttlMs: 3_600_000 });
-    await webhooks.create({
-      id: 'wh_pipe', teamId: TEAM, url: `${receiver.url}/in`, description: null, eventTypes: ['email.delivered'],
-      secret: 'whsec_0123456789abcdefghij', createdAt: new Date(Date.now() - 120_000), createdByUserId: 'u',
-    });
-    const endpoint = createEndpointClient({
-      allowPrivateNetworks: true, timeoutMs: config.timeoutMs, responseTextLimit: config.responseTextLimit, extraCa: [receiver.caPem],
-    });
-    const deliverer = createDeliverer({ webhooks, deliveries, endpoint, policy: retryPolicyOf(config), logger });
-    worker = createDeliveryWorker({
-      deliveries, deliverer, concurrency: config.concurrency, perWebhookConcurrency: config.perWebhookConcurrency,
-      roundSize: roundSizeOf(config), leaseMs: config.claimLeaseMs, pollIntervalMs: config.pollIntervalMs,
-      handOffMaxAgeMs: handOffMaxAgeOf(config), logger,
-    });
-    const w = worker;
+    const { webhooks, deliveries, w } = await startWorker(config, { id: 'wh_pipe', teamId: TEAM, path: '/in' });
 
     const events = Array.from({ length: EVENTS }, (_, i) => createEvent('email.delivered', TEAM, { id: `em_${i}`, to: ['a@example.com'] }));
     await Promise.all(events.map((e) => nats.js.publish(subjectFor(e.type), encodeEvent(e), { msgID: e.id })));
@@ -122,23 +131,7 @@ describe('the webhook pipeline in batches and rounds', () => {
     // A lease long enough that no handed delivery waits past it, and room for all: every delivery takes the hand-off.
     const config = loadWebhooksConfig({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_CLAIM_LEASE_MS: '600000' });
     const n = 500;
-    const stored = createWebhooksRepository(db);
-    const deliveries = createDeliveriesRepository(db);
-    const webhooks = withSubscriptionCache(stored, { ttlMs: 3_600_000 });
-    await webhooks.create({
-      id: 'wh_handoff', teamId: 'team_handoff', url: `${receiver.url}/handoff`, description: null, eventTypes: ['email.delivered'],
-      secret: 'whsec_0123456789abcdefghij', createdAt: new Date(Date.now() - 120_000), createdByUserId: 'u',
-    });
-    const endpoint = createEndpointClient({
-      allowPrivateNetworks: true, timeoutMs: config.timeoutMs, responseTextLimit: config.responseTextLimit, extraCa: [receiver.caPem],
-    });
-    const deliverer = createDeliverer({ webhooks, deliveries, endpoint, policy: retryPolicyOf(config), logger });
-    worker = createDeliveryWorker({
-      deliveries, deliverer, concurrency: config.concurrency, perWebhookConcurrency: config.perWebhookConcurrency,
-      roundSize: roundSizeOf(config), leaseMs: config.claimLeaseMs, pollIntervalMs: config.pollIntervalMs,
-      handOffMaxAgeMs: handOffMaxAgeOf(config), handOffLimit: n, logger,
-    });
-    const w = worker;
+    const { webhooks, deliveries, w } = await startWorker(config, { id: 'wh_handoff', teamId: 'team_handoff', path: '/handoff' }, n);
     expect(w.handOff).toBeDefined();
 
     const events = Array.from({ length: n }, (_, i) => createEvent('email.delivered', 'team_handoff', { id: `em_h${i}`, to: ['a@example.com'] }));
