@@ -40,6 +40,27 @@ export function isDuplicateKeyError(err: unknown): boolean {
 }
 
 /**
+ * Inserts, leaving ids that exist as they are. Resolves to the indexes of `docs` known to be inserted
+ * now (undefined when the server did not say which failed).
+ */
+export async function insertManyIgnoringDuplicates(col: Collection<Document>, docs: Document[]): Promise<Set<number> | undefined> {
+  try {
+    await col.insertMany(docs, { ordered: false });
+    return new Set(docs.keys());
+  } catch (err) {
+    const writeErrors = (err as { writeErrors?: { code?: number; index?: number }[] | { code?: number; index?: number } }).writeErrors;
+    const list = Array.isArray(writeErrors) ? writeErrors : writeErrors ? [writeErrors] : [];
+    if (list.length > 0 && list.every((w) => w.code === 11000)) {
+      if (!list.every((w) => typeof w.index === 'number')) return undefined;
+      const failed = new Set(list.map((w) => w.index));
+      return new Set([...docs.keys()].filter((i) => !failed.has(i)));
+    }
+    if (list.length === 0 && isDuplicateKeyError(err)) return undefined;
+    throw err;
+  }
+}
+
+/**
  * FerretDB v1 hangs on an update command carrying more than about 55 statements (measured:
  * 55 fine, 60 stuck for good, taking the database's writes with it). Bulk writes therefore
  * go in chunks small enough for it; MongoDB is indifferent to the difference.

@@ -1,5 +1,5 @@
 import {
-  createEvent, ensureOutboxIndex, isDuplicateKeyError, NOT_DELETED, outboxEntries, withOutbox, type EventEnvelope, type OutboxDoc, type OutboxEntry,
+  createEvent, ensureOutboxIndex, insertManyIgnoringDuplicates, NOT_DELETED, outboxEntries, withOutbox, type EventEnvelope, type OutboxDoc, type OutboxEntry,
 } from '@mailfleet/kit';
 import { Binary, type Collection, type Db, type Document, type Filter, type UpdateFilter } from 'mongodb';
 import { emailEventData, type EmailFacts, type EventExtras } from '../domain/event-data.js';
@@ -503,10 +503,10 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
         const docs: AttachmentsDoc[] = withFiles.map((e) => ({
           _id: e.id, teamId: e.teamId, items: e.attachments.map((a) => ({ filename: a.filename, content: new Binary(a.content) })),
         }));
-        await insertIgnoringDuplicates(attachments as unknown as Collection<Document>, docs as unknown as Document[]);
+        await insertManyIgnoringDuplicates(attachments as unknown as Collection<Document>, docs as unknown as Document[]);
       }
       // Contents next (a content document without its email is an orphan nobody reads).
-      await insertIgnoringDuplicates(contents as unknown as Collection<Document>, emails.map((e): Document => ({
+      await insertManyIgnoringDuplicates(contents as unknown as Collection<Document>, emails.map((e): Document => ({
         _id: e.id, teamId: e.teamId, headers: e.headers.map(([name, value]) => ({ name, value })),
         ...(e.html !== undefined ? { html: e.html } : {}),
         ...(e.text !== undefined ? { text: e.text } : {}),
@@ -538,7 +538,7 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
         };
         return doc;
       });
-      const inserted = await insertIgnoringDuplicates(col as unknown as Collection<Document>, docs as unknown as Document[]);
+      const inserted = await insertManyIgnoringDuplicates(col as unknown as Collection<Document>, docs as unknown as Document[]);
       // What this insert wrote is remembered for the send worker (not an email that was there already: a
       // retried accept's email may have changed since; not one due much later: it would only take memory).
       const soon = Date.now() + 60_000;
@@ -745,25 +745,4 @@ function applyLocally(
   if (u.incTracking) out.trackingEventCount = r.trackingEventCount + 1;
   out.version = r.version + 1;
   return out as unknown as EmailRecord;
-}
-
-/**
- * Inserts, leaving ids that exist as they are. Resolves to the indexes of `docs` known to be inserted
- * now (undefined when the server did not say which failed).
- */
-async function insertIgnoringDuplicates(col: Collection<Document>, docs: Document[]): Promise<Set<number> | undefined> {
-  try {
-    await col.insertMany(docs, { ordered: false });
-    return new Set(docs.keys());
-  } catch (err) {
-    const writeErrors = (err as { writeErrors?: { code?: number; index?: number }[] | { code?: number; index?: number } }).writeErrors;
-    const list = Array.isArray(writeErrors) ? writeErrors : writeErrors ? [writeErrors] : [];
-    if (list.length > 0 && list.every((w) => w.code === 11000)) {
-      if (!list.every((w) => typeof w.index === 'number')) return undefined;
-      const failed = new Set(list.map((w) => w.index));
-      return new Set([...docs.keys()].filter((i) => !failed.has(i)));
-    }
-    if (list.length === 0 && isDuplicateKeyError(err)) return undefined;
-    throw err;
-  }
 }

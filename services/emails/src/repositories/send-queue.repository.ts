@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import type { AnyBulkWriteOperation, Collection, Db, UpdateFilter } from 'mongodb';
+import { insertManyIgnoringDuplicates } from '@mailfleet/kit';
+import type { AnyBulkWriteOperation, Collection, Db, Document, UpdateFilter } from 'mongodb';
 
 /**
  * The send queue: one small document per email waiting to be sent, deleted
@@ -144,24 +145,11 @@ export function createSendQueueRepository(db: Db): SendQueueRepository {
     },
     async enqueue(entries, now) {
       if (entries.length === 0) return new Set();
-      try {
-        await col.insertMany(entries.map((e): QueueDoc => (e.held
-          ? { _id: e.emailId, due: e.due, leaseUntil: e.held.until, leaseOwner: e.held.owner, claimId: e.held.claimId, attempts: 1, createdAt: now }
-          : { _id: e.emailId, due: e.due, leaseUntil: EPOCH, attempts: 0, createdAt: now })), { ordered: false });
-        return new Set();
-      } catch (err) {
-        const writeErrors = (err as { writeErrors?: { code?: number; index?: number }[] | { code?: number; index?: number } }).writeErrors;
-        const list = Array.isArray(writeErrors) ? writeErrors : writeErrors ? [writeErrors] : [];
-        if (!(list.length > 0 && list.every((w) => w.code === 11000))) throw err;
-        const there = new Set<string>();
-        for (const w of list) {
-          const e = typeof w.index === 'number' ? entries[w.index] : undefined;
-          // Without an index every entry counts as there already: none of them is handed over then.
-          if (!e) return new Set(entries.map((x) => x.emailId));
-          there.add(e.emailId);
-        }
-        return there;
-      }
+      const inserted = await insertManyIgnoringDuplicates(col as unknown as Collection<Document>, entries.map((e): QueueDoc => (e.held
+        ? { _id: e.emailId, due: e.due, leaseUntil: e.held.until, leaseOwner: e.held.owner, claimId: e.held.claimId, attempts: 1, createdAt: now }
+        : { _id: e.emailId, due: e.due, leaseUntil: EPOCH, attempts: 0, createdAt: now })) as unknown as Document[]);
+      // Without the server saying which were there, every entry counts as there already: none is handed over then.
+      return new Set(entries.filter((_, i) => !inserted?.has(i)).map((e) => e.emailId));
     },
     async claimMany(owner, now, leaseMs, max) {
       const free = { due: { $lte: now }, leaseUntil: { $lte: now } };

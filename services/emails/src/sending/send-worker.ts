@@ -100,6 +100,17 @@ interface OutcomeItem {
   readonly fn: (e: EmailRecord) => Mutation | null;
 }
 
+/** Email ids by the claim that holds their entries (a hand-off's own, or a scan's). */
+function idsByClaim(entries: readonly QueueEntry[]): Map<string, string[]> {
+  const byClaim = new Map<string, string[]>();
+  for (const e of entries) {
+    const ids = byClaim.get(e.claimId);
+    if (ids) ids.push(e.emailId);
+    else byClaim.set(e.claimId, [e.emailId]);
+  }
+  return byClaim;
+}
+
 function asError(e: unknown): Error {
   return e instanceof Error ? e : new Error(String(e));
 }
@@ -163,9 +174,7 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
 
   /** Gives back waiting entries, per claim that holds them. */
   function giveBackWaiting(entries: readonly QueueEntry[]): void {
-    const byClaim = new Map<string, string[]>();
-    for (const e of entries) byClaim.set(e.claimId, [...(byClaim.get(e.claimId) ?? []), e.emailId]);
-    for (const [claimId, ids] of byClaim) giveBackHeld(ids, claimId);
+    for (const [claimId, ids] of idsByClaim(entries)) giveBackHeld(ids, claimId);
   }
 
   const handoff: SendHandoff = {
@@ -224,9 +233,7 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
 
   /** Extends the leases of entries that may come from several claims (a hand-off, a claim's surplus): one write per claim. */
   async function extendAll(entries: readonly QueueEntry[], until: Date): Promise<void> {
-    const byClaim = new Map<string, string[]>();
-    for (const e of entries) byClaim.set(e.claimId, [...(byClaim.get(e.claimId) ?? []), e.emailId]);
-    await Promise.all([...byClaim].map(([claimId, ids]) => opts.queue.extendLeases(claimId, ids, until)));
+    await Promise.all([...idsByClaim(entries)].map(([claimId, ids]) => opts.queue.extendLeases(claimId, ids, until)));
   }
 
   /** How often the leases of a running batch, and of the emails waiting in the hand-off, are extended. */
