@@ -1,0 +1,76 @@
+import { testMongoUrl, uniqueDbName } from '@mailfleet/testkit';
+import { MongoClient, ObjectId, type Collection } from 'mongodb';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+/**
+ * Pages keyed by `_id` (the analytics feed) ask for a string range of `_id`, sorted by `_id`. The embedded
+ * FerretDB is patched to narrow and sort such a query in SQLite (deploy/ferretdb/patches.json) instead of
+ * decoding the whole collection; these tests hold that the answer is still exactly MongoDB's: bytewise string
+ * order, strings only, with skip, limit and other filters applied after the order.
+ */
+type Id = string | number | ObjectId | { sub: string };
+interface Doc {
+  _id: Id;
+  tag: string;
+}
+
+const dbName = uniqueDbName('id_range');
+let client: MongoClient;
+let col: Collection<Doc>;
+
+/** Strings whose JSON text orders differently from the strings themselves, and their neighbours. */
+const strings = [
+  'k|', 'k|a', 'k|a ', 'k|a!', 'k|a"', 'k|a#', 'k|a\\', 'k|a<', 'k|a>b', 'k|a&', 'k|a\u0001', 'k|a\n', 'k|ab',
+  'k|é', 'k|z', 'k|\u2028', 'k|~', 'k|0000000000123|evt_1', 'k|0000000000123|evt_2', 'k}', 'j|x', 'l', '',
+];
+const others: Id[] = [1, 2.5, new ObjectId('6a1b2c3d4e5f60718293a4b5'), new ObjectId('0a1b2c3d4e5f60718293a4b5'), { sub: 'k|b' }];
+
+const bytewise = (a: string, b: string) => Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+const inRange = (lo: (s: string) => boolean, hi: (s: string) => boolean) => strings.filter((s) => lo(s) && hi(s)).sort(bytewise);
+
+beforeAll(async () => {
+  client = await new MongoClient(testMongoUrl()).connect();
+  col = client.db(dbName).collection<Doc>('docs');
+  // Inserted in an order unrelated to the answer, so the store's row order proves nothing.
+  const all: Id[] = [...others, ...strings].reverse();
+  await col.insertMany(all.map((_id, i) => ({ _id, tag: i % 2 === 0 ? 'even' : 'odd' })));
+});
+afterAll(async () => {
+  await client?.db(dbName).dropDatabase();
+  await client?.close();
+});
+
+const ids = (docs: Doc[]) => docs.map((d) => d._id);
+
+describe('an _id string range sorted by _id', () => {
+  it('returns every string in the range, ascending and descending, in bytewise order', async () => {
+    const expected = inRange((s) => bytewise(s, 'k|') >= 0, (s) => bytewise(s, 'k}') < 0);
+    expect(expected.length).toBeGreaterThan(15);
+    expect(ids(await col.find({ _id: { $gte: 'k|', $lt: 'k}' } }).sort({ _id: 1 }).toArray())).toEqual(expected);
+    expect(ids(await col.find({ _id: { $gte: 'k|', $lt: 'k}' } }).sort({ _id: -1 }).toArray())).toEqual([...expected].reverse());
+  });
+
+  it('keeps the bounds exact ($gt, $lte) where a JSON text comparison would not', async () => {
+    const expected = inRange((s) => bytewise(s, 'k|a') > 0, (s) => bytewise(s, 'k|a\\') <= 0);
+    // 'k|a ' and 'k|a!' sort above 'k|a' as strings, below it as JSON text ("k|a " < "k|a").
+    expect(expected).toEqual(expect.arrayContaining(['k|a ', 'k|a!', 'k|a"', 'k|a\\']));
+    expect(ids(await col.find({ _id: { $gt: 'k|a', $lte: 'k|a\\' } }).sort({ _id: 1 }).toArray())).toEqual(expected);
+  });
+
+  it('never returns an _id of another type, even one whose text falls in the range', async () => {
+    const found = await col.find({ _id: { $gte: '0', $lt: '~' } }).sort({ _id: -1 }).toArray();
+    expect(ids(found)).toEqual(inRange((s) => bytewise(s, '0') >= 0, (s) => bytewise(s, '~') < 0).reverse());
+    expect(found.every((d) => typeof d._id === 'string')).toBe(true);
+  });
+
+  it('applies other filters, skip and limit after the order', async () => {
+    const all = await col.find({ _id: { $gte: 'k|', $lt: 'k}' } }).sort({ _id: -1 }).toArray();
+    const odd = all.filter((d) => d.tag === 'odd').map((d) => d._id);
+    expect(odd.length).toBeGreaterThan(6);
+    const page = await col.find({ _id: { $gte: 'k|', $lt: 'k}' }, tag: 'odd' }).sort({ _id: -1 }).skip(2).limit(3).toArray();
+    expect(ids(page)).toEqual(odd.slice(2, 5));
+    // A batch smaller than the result makes the driver page with getMore: the order holds across batches.
+    const batched = await col.find({ _id: { $gte: 'k|', $lt: 'k}' } }).sort({ _id: 1 }).batchSize(2).toArray();
+    expect(ids(batched)).toEqual(ids(all).reverse());
+  });
+});
