@@ -14,11 +14,14 @@ export interface FeedItem {
 }
 
 /**
- * Only what a page is chosen by, plus the payload: FerretDB reads (decodes) every document of the collection for
- * a page, so every field costs on every read; the email id and summary are read back from the payload.
+ * Only what a page is chosen by, plus the payload; the email id and summary are read back from the payload.
  */
 interface FeedDoc {
-  /** The event id: a redelivered event is inserted once. */
+  /**
+   * `team|creation time|event id` (see feedKey): a page is a range of one team's keys read newest first, which
+   * MongoDB serves from the _id index and the embedded FerretDB narrows and sorts in SQLite; the key is the same
+   * for a redelivered event, so it is inserted once. Earlier versions keyed by the event id alone (migrated at start).
+   */
   _id: string;
   teamId: string;
   domainId: string;
@@ -42,6 +45,7 @@ export interface FeedFilter {
 }
 
 export interface FeedRepository {
+  /** Creates the indexes and moves documents of the earlier layout (keyed by event id) to feed keys, once. */
   ensureIndexes(): Promise<void>;
   /** Adds the event; a second insert of the same event id changes nothing. */
   add(fact: EmailFact): Promise<void>;
@@ -62,9 +66,34 @@ function parseData(json: string): Record<string, unknown> {
   }
 }
 
+/** Milliseconds since the epoch in a fixed width, so that key order is time order (to the year 2286). */
+const TIME_WIDTH = 13;
+const MAX_TIME = 10 ** TIME_WIDTH - 1;
+
+function timeKey(ms: number): string {
+  return String(Math.min(MAX_TIME, Math.max(0, Math.trunc(ms)))).padStart(TIME_WIDTH, '0');
+}
+
+/** The feed key of an event: team ids hold no `|`, so one team's keys are exactly those from `team|` up to `team|~`. */
+export function feedKey(teamId: string, createdAt: Date, eventId: string): string {
+  return `${teamId}|${timeKey(createdAt.getTime())}|${eventId}`;
+}
+
+/** The event id of a stored document, of either layout. */
+function eventIdOf(d: Pick<FeedDoc, '_id' | 'teamId'>): string {
+  const prefix = `${d.teamId}|`;
+  return d._id.startsWith(prefix) && d._id.length > prefix.length + TIME_WIDTH + 1 ? d._id.slice(prefix.length + TIME_WIDTH + 1) : d._id;
+}
+
+/** Marks the move of documents keyed by the event id alone to feed keys as done. */
+const LAYOUT_MARK = 'event_feed.team-time-keys';
+const MIGRATE_BATCH = 500;
+/** Indexes of the layout before: pages now go by _id, so they only cost writes. */
+const RETIRED_INDEXES = ['team_newest', 'team_status_newest', 'team_domain_newest'];
+
 function docOf(fact: EmailFact): FeedDoc {
   return {
-    _id: fact.eventId, teamId: fact.teamId, domainId: fact.domainId, status: fact.status,
+    _id: feedKey(fact.teamId, fact.createdAt, fact.eventId), teamId: fact.teamId, domainId: fact.domainId, status: fact.status,
     dataJson: JSON.stringify(fact.data), createdAt: fact.createdAt,
   };
 }
@@ -77,13 +106,39 @@ function onlyDuplicates(err: unknown): boolean {
 
 export function createFeedRepository(db: Db): FeedRepository {
   const col: Collection<FeedDoc> = db.collection<FeedDoc>('event_feed');
+  const marks = db.collection<{ _id: string; at: Date }>('migrations');
+
+  async function insertNew(docs: FeedDoc[]): Promise<void> {
+    if (docs.length === 0) return;
+    try {
+      await col.insertMany(docs, { ordered: false });
+    } catch (err) {
+      // Unordered: everything but the duplicates went in; anything else is a real failure.
+      if (!onlyDuplicates(err)) throw err;
+    }
+  }
+
+  /**
+   * Each pass copies a batch of old documents under their feed keys, then deletes the old ones: a crash between
+   * the two leaves copies that the next pass's insert ignores, and two replicas migrating at once do the same.
+   */
+  async function migrate(): Promise<void> {
+    if (await marks.findOne({ _id: LAYOUT_MARK })) return;
+    for (;;) {
+      const old = await col.find({ _id: { $not: /\|/ } }).limit(MIGRATE_BATCH).toArray();
+      if (old.length === 0) break;
+      await insertNew(old.map((d) => ({ ...d, _id: feedKey(d.teamId, d.createdAt, d._id) })));
+      await col.deleteMany({ _id: { $in: old.map((d) => d._id) } });
+    }
+    await marks.updateOne({ _id: LAYOUT_MARK }, { $setOnInsert: { at: new Date() } }, { upsert: true });
+  }
 
   return {
     async ensureIndexes() {
-      await col.createIndex({ teamId: 1, createdAt: -1, _id: -1 }, { name: 'team_newest' });
-      await col.createIndex({ teamId: 1, status: 1, createdAt: -1, _id: -1 }, { name: 'team_status_newest' });
-      await col.createIndex({ teamId: 1, domainId: 1, createdAt: -1, _id: -1 }, { name: 'team_domain_newest' });
       await col.createIndex({ createdAt: 1 }, { name: 'created' });
+      const existing = new Set((await col.listIndexes().toArray().catch(() => [])).map((i) => String(i.name)));
+      for (const name of RETIRED_INDEXES) if (existing.has(name)) await col.dropIndex(name);
+      await migrate();
     },
 
     async add(fact) {
@@ -95,25 +150,21 @@ export function createFeedRepository(db: Db): FeedRepository {
     },
 
     async addMany(facts) {
-      if (facts.length === 0) return;
-      try {
-        await col.insertMany(facts.map(docOf), { ordered: false });
-      } catch (err) {
-        // Unordered: everything but the duplicates went in; anything else is a real failure.
-        if (!onlyDuplicates(err)) throw err;
-      }
+      await insertNew(facts.map(docOf));
     },
 
     async list(teamId, filter, page, limit) {
-      const q: Filter<FeedDoc> = { teamId };
+      // Newest first is descending key order: creation time, then event id, as the layout before sorted.
+      const from = filter.after ? `${teamId}|${timeKey(filter.after.getTime() + 1)}|` : `${teamId}|`;
+      const q: Filter<FeedDoc> = { _id: { $gte: from, $lt: `${teamId}|~` }, teamId };
       if (filter.domainId !== undefined) q.domainId = filter.domainId;
       if (filter.status) q.status = filter.status;
       if (filter.after) q.createdAt = { $gt: filter.after };
-      const docs = await col.find(q).sort({ createdAt: -1, _id: -1 }).skip((page - 1) * limit).limit(limit).toArray();
+      const docs = await col.find(q).sort({ _id: -1 }).skip((page - 1) * limit).limit(limit).toArray();
       return docs.map((d) => {
         const data = parseData(d.dataJson);
         const email = d.email ?? emailSummaryOf(data);
-        return { id: d._id, emailId: d.emailId ?? email.id, teamId: d.teamId, status: d.status, data, createdAt: d.createdAt, email };
+        return { id: eventIdOf(d), emailId: d.emailId ?? email.id, teamId: d.teamId, status: d.status, data, createdAt: d.createdAt, email };
       });
     },
 
