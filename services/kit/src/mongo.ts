@@ -33,6 +33,14 @@ export async function connectMongo(opts: { url: string; dbName: string; appName:
   };
 }
 
+/**
+ * Whether the server is FerretDB (its buildInfo says so): the few places that shape a query or an index for
+ * its SQLite backend, which serves only `_id` from the primary key, ask this rather than guess.
+ */
+export async function isFerretDb(db: Db): Promise<boolean> {
+  return db.command({ buildInfo: 1 }).then((info) => 'ferretdbVersion' in info, () => false);
+}
+
 /** E11000: a unique index refused the write. */
 export function isDuplicateKeyError(err: unknown): boolean {
   const e = err as { code?: unknown; message?: unknown } | null;

@@ -1,4 +1,4 @@
-import { isDuplicateKeyError } from '@mailfleet/kit';
+import { isDuplicateKeyError, isFerretDb } from '@mailfleet/kit';
 import type { Collection, Db, Filter } from 'mongodb';
 import { emailSummaryOf, type EmailFact, type EmailStatus, type EmailSummary } from '../domain/events.js';
 
@@ -136,6 +136,10 @@ export function createFeedRepository(db: Db): FeedRepository {
   return {
     async ensureIndexes() {
       await col.createIndex({ createdAt: 1 }, { name: 'created' });
+      // MongoDB's _id index serves a page in key order. The embedded FerretDB's SQLite backend needs an index of
+      // its own for that: one whose first key is _id is built on the unescaped _id text (deploy/ferretdb/patches.json;
+      // `{_id: -1}` alone is refused). MongoDB would only pay for a redundant index on every insert, so it gets none.
+      if (await isFerretDb(db)) await col.createIndex({ _id: -1, teamId: 1 }, { name: 'key_order' });
       const existing = new Set((await col.listIndexes().toArray().catch(() => [])).map((i) => String(i.name)));
       for (const name of RETIRED_INDEXES) if (existing.has(name)) await col.dropIndex(name);
       await migrate();

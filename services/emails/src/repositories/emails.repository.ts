@@ -1,5 +1,5 @@
 import {
-  createEvent, ensureOutboxIndex, insertManyIgnoringDuplicates, NOT_DELETED, outboxEntries, withOutbox, type EventEnvelope, type OutboxDoc, type OutboxEntry,
+  createEvent, ensureOutboxIndex, insertManyIgnoringDuplicates, isFerretDb, NOT_DELETED, outboxEntries, withOutbox, type EventEnvelope, type OutboxDoc, type OutboxEntry,
 } from '@mailfleet/kit';
 import { Binary, type Collection, type Db, type Document, type Filter, type UpdateFilter } from 'mongodb';
 import { emailEventData, type EmailFacts, type EventExtras } from '../domain/event-data.js';
@@ -367,7 +367,7 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
   let scansForIn: Promise<boolean> | undefined;
   async function byIds<D extends { _id: string }>(c: Collection<D>, ids: readonly string[], extra: Record<string, unknown> = {}): Promise<D[]> {
     if (ids.length === 0) return [];
-    scansForIn ??= db.command({ buildInfo: 1 }).then((info) => 'ferretdbVersion' in info, () => false);
+    scansForIn ??= isFerretDb(db);
     if (await scansForIn) {
       const docs = await Promise.all(ids.map((id) => c.findOne({ _id: id, ...extra } as Filter<D>)));
       return docs.filter((d) => d !== null) as D[];
