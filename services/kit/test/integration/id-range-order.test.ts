@@ -3,10 +3,11 @@ import { MongoClient, ObjectId, type Collection } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
- * Pages keyed by `_id` (the analytics feed) ask for a string range of `_id`, sorted by `_id`. The embedded
- * FerretDB is patched to narrow and sort such a query in SQLite (deploy/ferretdb/patches.json) instead of
- * decoding the whole collection; these tests hold that the answer is still exactly MongoDB's: bytewise string
- * order, strings only, with skip, limit and other filters applied after the order.
+ * Pages keyed by `_id` (the analytics feed) ask for a string range of `_id`, sorted by `_id`, and batches ask for
+ * `_id: {$in: [...]}`. The embedded FerretDB is patched to narrow (and sort) such queries in SQLite
+ * (deploy/ferretdb/patches.json) instead of decoding the whole collection; these tests hold that the answer is
+ * still exactly MongoDB's: bytewise string order, strings only, with skip, limit and other filters applied after
+ * the order, and `$in` matching by type as well as value.
  */
 type Id = string | number | ObjectId | { sub: string };
 interface Doc {
@@ -72,5 +73,28 @@ describe('an _id string range sorted by _id', () => {
     // A batch smaller than the result makes the driver page with getMore: the order holds across batches.
     const batched = await col.find({ _id: { $gte: 'k|', $lt: 'k}' } }).sort({ _id: 1 }).batchSize(2).toArray();
     expect(ids(batched)).toEqual(ids(all).reverse());
+  });
+});
+
+describe('an _id $in', () => {
+  const hex = '6a1b2c3d4e5f60718293a4b5';
+
+  it('returns exactly the listed ids, and a string never matches the ObjectID of the same hex', async () => {
+    const found = await col.find({ _id: { $in: [hex, 'k|a"', 'k|é', 'absent'] } }).toArray();
+    expect(ids(found).sort(bytewise as (a: Id, b: Id) => number)).toEqual(['k|a"', 'k|é'].sort(bytewise));
+    const asObjectId = await col.find({ _id: { $in: [new ObjectId(hex), 'k|z'] } }).toArray();
+    expect(asObjectId.map((d) => String(d._id)).sort()).toEqual([hex, 'k|z']);
+    expect(asObjectId.find((d) => d._id instanceof ObjectId)).toBeDefined();
+  });
+
+  it('applies the rest of the filter, and mixed types (not narrowed) still match as MongoDB does', async () => {
+    const listed = ['k|a', 'k|ab', 'k|z', 'k|a ', 'j|x'];
+    const byTag = async (tag: string) => ids(await col.find({ _id: { $in: listed }, tag }).toArray()).sort();
+    const [odd, even] = [await byTag('odd'), await byTag('even')];
+    expect(odd).toEqual(ids(await col.find({ tag: 'odd' }).toArray()).filter((id) => listed.includes(id as string)).sort());
+    expect([...odd, ...even].sort()).toEqual([...listed].sort());
+    expect(odd.length * even.length).toBeGreaterThan(0);
+    const mixed = await col.find({ _id: { $in: [1, 'k|~', { sub: 'k|b' }] } }).toArray();
+    expect(mixed).toHaveLength(3);
   });
 });
