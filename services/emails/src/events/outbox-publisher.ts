@@ -82,12 +82,11 @@ export function createOutboxPublisher(opts: {
   }
 
   async function round(batch: [string, readonly OutboxEntry[] | undefined][]): Promise<void> {
-    // One read per id that came without its outbox, not `_id: {$in}`: FerretDB uses the primary key only
-    // for plain equality and would scan the whole collection for the $in.
-    const docs = (await Promise.all(batch.map(([id, outbox]) => (outbox
-      ? { _id: id, outbox }
-      : opts.collection.findOne({ _id: id } as Document, { projection: { _id: 1, outbox: 1 } })))))
-      .filter((d) => d !== null);
+    // One `_id: {$in}` read for the ids that came without their outbox.
+    const unread = batch.filter(([, outbox]) => !outbox).map(([id]) => id);
+    const read = unread.length === 0 ? []
+      : await opts.collection.find({ _id: { $in: unread } } as Document, { projection: { _id: 1, outbox: 1 } }).toArray();
+    const docs = [...batch.filter(([, outbox]) => outbox).map(([id, outbox]) => ({ _id: id, outbox })), ...read];
     // The emails of a round are published concurrently (each publish waits for the stream's ack); one email's
     // entries stay in order.
     const settled = await Promise.allSettled(docs.map(async (doc) => {

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { insertManyIgnoringDuplicates } from '@mailfleet/kit';
-import type { AnyBulkWriteOperation, Collection, Db, Document, UpdateFilter } from 'mongodb';
+import type { Collection, Db, Document, Filter, UpdateFilter } from 'mongodb';
 
 /**
  * The send queue: one small document per email waiting to be sent, deleted
@@ -109,8 +109,10 @@ export interface SendQueueRepository {
 }
 
 export const CHANGE_OWNER = 'change';
-/** Statements per bulk write. */
+/** Statements per bulk write (FerretDB v1 holds a SQLite connection per statement of a command until it ends; pool of 100). */
 const MAX_BULK = 25;
+/** Ids per `_id: {$in}` filter: the embedded FerretDB reads up to 1,000 through its primary key (deploy/ferretdb/patches.json). */
+const IN_CHUNK = 500;
 const EPOCH = new Date(0);
 
 export function createSendQueueRepository(db: Db): SendQueueRepository {
@@ -122,21 +124,10 @@ export function createSendQueueRepository(db: Db): SendQueueRepository {
       $setOnInsert: { createdAt: new Date(), ...(uncount ? {} : { attempts: 0 }) },
     };
   }
-  /**
-   * One statement per id in ordered:false bulks of 25 (FerretDB v1 holds a SQLite connection per statement of
-   * a command until it ends; pool of 100), instead of one `_id $in` filter, which FerretDB v1 answers with a
-   * scan of the whole collection. Resolves to the summed count the caller asks for.
-   */
-  async function bulkById(
-    ids: readonly string[],
-    op: (id: string) => AnyBulkWriteOperation<QueueDoc>,
-    counted: 'modifiedCount' | 'matchedCount' | 'deletedCount',
-  ): Promise<number> {
+  /** Runs `write` over the ids in `_id: {$in}` chunks; resolves to the summed count it returns. */
+  async function manyById(ids: readonly string[], write: (byId: Filter<QueueDoc>) => Promise<number>): Promise<number> {
     let n = 0;
-    for (let i = 0; i < ids.length; i += MAX_BULK) {
-      const res = await col.bulkWrite(ids.slice(i, i + MAX_BULK).map(op), { ordered: false });
-      n += res[counted];
-    }
+    for (let i = 0; i < ids.length; i += IN_CHUNK) n += await write({ _id: { $in: ids.slice(i, i + IN_CHUNK) } });
     return n;
   }
   return {
@@ -158,14 +149,13 @@ export function createSendQueueRepository(db: Db): SendQueueRepository {
       const leaseUntil = new Date(now.getTime() + leaseMs);
       const claimId = randomBytes(9).toString('base64url');
       const ids = candidates.map((c) => c._id);
-      // The condition is checked again per entry inside the update: one another worker took since the read is
-      // skipped. By `_id` one statement each, not `_id $in`: FerretDB v1 scans the whole collection for `$in`.
+      // The condition is checked again per entry inside the update: one another worker took since the read is skipped.
       const claim = { $set: { leaseUntil, leaseOwner: owner, claimId }, $inc: { attempts: 1 } };
-      const modified = await bulkById(ids, (id) => ({ updateOne: { filter: { _id: id, ...free }, update: claim } }), 'modifiedCount');
+      const modified = await manyById(ids, async (byId) => (await col.updateMany({ ...byId, ...free }, claim)).modifiedCount);
       if (modified === 0) return [];
       let taken: QueueDoc[] = candidates;
       if (modified < candidates.length) {
-        const mine = new Set((await col.find({ claimId }, { projection: { _id: 1 } }).toArray()).map((d) => d._id));
+        const mine = new Set((await col.find({ _id: { $in: ids }, claimId }, { projection: { _id: 1 } }).toArray()).map((d) => d._id));
         taken = candidates.filter((c) => mine.has(c._id));
       }
       return taken.map((before) => ({
@@ -179,11 +169,10 @@ export function createSendQueueRepository(db: Db): SendQueueRepository {
     },
     async extendLeases(claimId, emailIds, leaseUntil) {
       if (emailIds.length === 0) return;
-      await bulkById(emailIds, (id) => ({ updateOne: { filter: { _id: id, claimId }, update: { $set: { leaseUntil } } } }), 'matchedCount');
+      await manyById(emailIds, async (byId) => (await col.updateMany({ ...byId, claimId }, { $set: { leaseUntil } })).matchedCount);
     },
     async rescheduleMany(items) {
       if (items.length === 0) return;
-      // Small bulks: FerretDB v1 holds a SQLite connection per statement of a bulk until it ends (pool of 100).
       for (let i = 0; i < items.length; i += MAX_BULK) {
         const chunk = items.slice(i, i + MAX_BULK);
         await col.bulkWrite(chunk.map((x) => ({ updateOne: { filter: { _id: x.emailId }, update: rescheduleUpdate(x.due, x.uncount), upsert: true } })), { ordered: false });
@@ -194,16 +183,13 @@ export function createSendQueueRepository(db: Db): SendQueueRepository {
     },
     async removeMany(emailIds) {
       if (emailIds.length === 0) return;
-      await bulkById(emailIds, (id) => ({ deleteOne: { filter: { _id: id } } }), 'deletedCount');
+      await manyById(emailIds, async (byId) => (await col.deleteMany(byId)).deletedCount);
     },
     async giveBack(claimId, emailIds, due) {
       if (emailIds.length === 0) return;
-      await bulkById(emailIds, (id) => ({
-        updateOne: {
-          filter: { _id: id, claimId },
-          update: { $set: { due, leaseUntil: EPOCH, touched: true }, $unset: { leaseOwner: '' as const, claimId: '' as const }, $inc: { attempts: -1 } },
-        },
-      }), 'modifiedCount');
+      await manyById(emailIds, async (byId) => (await col.updateMany({ ...byId, claimId }, {
+        $set: { due, leaseUntil: EPOCH, touched: true }, $unset: { leaseOwner: '' as const, claimId: '' as const }, $inc: { attempts: -1 },
+      })).modifiedCount);
     },
     async lockForChange(emailId, now, ms = 30_000, heldBy) {
       // The claim id goes: a late lease extension of the batch that held the entry must not prolong the lock.
