@@ -28,6 +28,11 @@ export interface ClaimedDelivery {
   readonly leaseToken: string;
   /** True for a PENDING delivery on its retry schedule; false for a manual retry of a finished one. */
   readonly scheduled: boolean;
+  /**
+   * Claimed at fan-out and not stored as a record yet: the queue entry holds the delivery and the claim (its
+   * `claim` token). The first result is written as the record, in one insert.
+   */
+  readonly unwritten?: boolean;
 }
 
 /** What an attempt (or a cancellation) writes. */
@@ -89,6 +94,13 @@ interface QueueDoc {
   /** Held while its webhook is not ACTIVE; activation releases it. */
   parked?: boolean;
   createdAt: Date;
+  /** Set with `delivery` (scopes the deliveries list's look at unwritten entries by team). */
+  teamId?: string;
+  /**
+   * A delivery claimed at fan-out whose record is not written yet: what the record is made of. Removed once the
+   * record exists (a retry's entry), so an entry with it is a pending delivery the deliveries collection lacks.
+   */
+  delivery?: { eventId: string; type: string; payload: string };
 }
 
 const EPOCH = new Date(0);
@@ -219,6 +231,26 @@ function toRecord(d: DeliveryDoc): DeliveryRecord {
   };
 }
 
+/** The PENDING record of a delivery that exists only as a queue entry (claimed at fan-out, no attempt written yet). */
+function unwrittenRecord(e: QueueDoc & { teamId: string; delivery: NonNullable<QueueDoc['delivery']> }): DeliveryRecord {
+  return {
+    id: e._id, teamId: e.teamId, webhookId: e.webhookId, eventId: e.delivery.eventId, type: e.delivery.type, payload: e.delivery.payload,
+    status: 'PENDING', attempt: 0, nextAttemptAt: e.due, lastError: null, responseStatus: null, responseTimeMs: null, responseText: null,
+    createdAt: e.createdAt, updatedAt: e.createdAt,
+  };
+}
+
+const isUnwritten = (e: QueueDoc): e is QueueDoc & { teamId: string; delivery: NonNullable<QueueDoc['delivery']> } => e.delivery !== undefined && e.teamId !== undefined;
+
+/** A record as stored, free (no lease) unless one is given. */
+function docOf(r: DeliveryRecord, extra: Partial<DeliveryDoc> = {}): DeliveryDoc {
+  return {
+    _id: r.id, teamId: r.teamId, webhookId: r.webhookId, eventId: r.eventId, type: r.type, payload: r.payload, status: r.status,
+    attempt: r.attempt, nextAttemptAt: r.nextAttemptAt, lastError: r.lastError, responseStatus: r.responseStatus,
+    responseTimeMs: r.responseTimeMs, responseText: r.responseText, createdAt: r.createdAt, updatedAt: r.updatedAt, leaseUntil: EPOCH, ...extra,
+  };
+}
+
 /**
  * The deliveries and their queue. Claims do not search the queue each time:
  * on FerretDB any filter other than a plain `_id` scans the whole collection,
@@ -330,7 +362,7 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
       ? {
         updateOne: {
           filter: { _id: r.id },
-          update: { $set: { webhookId: r.webhookId, due: r.nextAttemptAt ?? new Date(), leaseUntil: EPOCH }, $unset: { parked: '' }, $setOnInsert: { createdAt: new Date() } },
+          update: { $set: { webhookId: r.webhookId, due: r.nextAttemptAt ?? new Date(), leaseUntil: EPOCH }, $unset: { parked: '', delivery: '' }, $setOnInsert: { createdAt: new Date() } },
           upsert: true,
         },
       }
@@ -341,6 +373,10 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
   /** A claimed entry whose delivery could not be locked: put it where it belongs (or drop it). */
   async function fixStale(entry: QueueDoc, now: Date): Promise<void> {
     const d = await col.findOne({ _id: entry._id });
+    if (!d && isUnwritten(entry)) {
+      await materialize(entry, unwrittenRecord(entry), false);
+      return;
+    }
     if (!d) {
       if (now.getTime() - entry.createdAt.getTime() < ORPHAN_GRACE_MS) {
         await queue.updateOne({ _id: entry._id }, { $set: { leaseUntil: new Date(now.getTime() + ORPHAN_RECHECK_MS) } });
@@ -358,6 +394,59 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
     const due = d.nextAttemptAt ?? now;
     await queue.updateOne({ _id: entry._id }, { $set: { due, leaseUntil: leased } });
     if (leased === EPOCH) see(entry._id, entry.webhookId, due);
+  }
+
+  /**
+   * Writes the PENDING record of an entry claimed at fan-out that was never attempted (a crash, a release, a
+   * webhook not ACTIVE), then frees its entry (held when `parked`) without the delivery: from then on it is an
+   * ordinary pending delivery. A pair that has another delivery already (a redelivered event) drops the entry.
+   */
+  async function materialize(entry: Pick<QueueDoc, '_id' | 'webhookId' | 'due'>, record: DeliveryRecord, parked: boolean): Promise<void> {
+    const duplicate = await col.insertOne(docOf(record)).then(() => false, (err: unknown) => {
+      if (isDuplicateKeyError(err)) return true;
+      throw err;
+    });
+    if (duplicate) {
+      const other = await col.findOne({ _id: entry._id }, { projection: { status: 1 } });
+      // Written by another replica's materialize meanwhile: the entry is an ordinary one now.
+      if (!other) {
+        await dequeue(entry._id);
+        return;
+      }
+    }
+    view.delete(entry._id);
+    await queue.updateOne(
+      { _id: entry._id },
+      { $set: { due: entry.due, leaseUntil: EPOCH, ...(parked ? { parked: true } : {}) }, $unset: { delivery: '', claim: '', ...(parked ? {} : { parked: '' }) } },
+    );
+    if (!parked) see(entry._id, entry.webhookId, entry.due);
+  }
+
+  /** Claims of unwritten entries: records inserted in their final (or retry) state. Answers which took. */
+  async function insertResults(items: readonly { claim: ClaimedDelivery; result: DeliveryResult }[], now: Date): Promise<boolean[]> {
+    if (items.length === 0) return [];
+    // The insert is the lock on the result: a record already there (another replica's claim of this entry after
+    // the lease lapsed, or another delivery of the pair) means this claim was lost.
+    const duplicates = await insertManyReportingDuplicates(col, items.map(({ claim, result }) => docOf(
+      { ...claim.record, ...result, updatedAt: now }, { finishedBy: claim.leaseToken },
+    )));
+    return items.map((_, i) => !duplicates.has(i));
+  }
+
+  /** Claims of stored records: their results in one bulk write. Answers which took. */
+  async function updateResults(items: readonly { claim: ClaimedDelivery; result: DeliveryResult }[], now: Date): Promise<boolean[]> {
+    if (items.length === 0) return [];
+    const written = await bulkWriteInChunks(col, items.map(({ claim, result }): AnyBulkWriteOperation<DeliveryDoc> => ({
+      updateOne: {
+        filter: { _id: claim.record.id, leaseToken: claim.leaseToken },
+        update: { $set: { ...result, updatedAt: now, leaseUntil: EPOCH, finishedBy: claim.leaseToken }, $unset: { leaseToken: '' } },
+      },
+    })));
+    // A lost claim (its lease lapsed and another replica took it) wrote nothing: when some did not take, each
+    // record tells by the token of the result it holds.
+    if (written.matchedCount === items.length) return items.map(() => true);
+    const docs = await Promise.all(items.map(({ claim }) => col.findOne({ _id: claim.record.id }, { projection: { finishedBy: 1 } })));
+    return items.map(({ claim }, i) => docs[i]?.finishedBy === claim.leaseToken);
   }
 
   /**
@@ -394,10 +483,20 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
   }
 
   async function createClaimedMany(inputs: readonly PendingInput[], now: Date, leaseMs: number): Promise<ClaimedDelivery[]> {
+    if (inputs.length === 0) return [];
     const leaseToken = randomUUID();
-    // Not put in view: they are leased (a claim would pass them by), and their record is the claim's.
-    const made = await insertNew(inputs, { until: new Date(now.getTime() + leaseMs), token: leaseToken });
-    return made.map((d) => ({ record: toRecord(d), leaseToken, scheduled: true }));
+    const leaseUntil = new Date(now.getTime() + leaseMs);
+    // Only the queue entries, carrying the deliveries: the record is written once, with the first attempt's result
+    // (an insert, where a pending record would be inserted and then rewritten). A crash leaves the entries claimable
+    // when the lease ends; a claim then writes the pending record first. Not put in view: they are leased.
+    // Callers pass events delivered for the first time (a redelivered one goes through createPendingMany, which
+    // finds a delivery already made), so these pairs are new.
+    const entries = inputs.map((input): QueueDoc => ({
+      _id: newId('whd'), webhookId: input.webhookId, due: input.now, leaseUntil, claim: leaseToken, createdAt: input.now,
+      teamId: input.teamId, delivery: { eventId: input.eventId, type: input.type, payload: input.payload },
+    }));
+    await queue.insertMany(entries);
+    return entries.map((e) => ({ record: unwrittenRecord(e as QueueDoc & { teamId: string; delivery: NonNullable<QueueDoc['delivery']> }), leaseToken, scheduled: true, unwritten: true }));
   }
 
   async function claimDueMany(now: Date, leaseMs: number, exclude: readonly string[], slots: (webhookId: string) => number): Promise<ClaimedDelivery[]> {
@@ -469,7 +568,7 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
     return [];
   }
 
-  return {
+  const repo: DeliveriesRepository = {
     async ensureIndexes() {
       // One delivery per (webhook, event): a redelivered event never makes a second.
       await col.createIndex({ webhookId: 1, eventId: 1 }, { unique: true, name: 'webhook_event_unique' });
@@ -515,10 +614,14 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
       );
       // Its queue entry (if any) follows the result when the attempt is recorded.
       if (d && d.leaseToken === leaseToken) return { record: toRecord(d), leaseToken, scheduled: d.status === 'PENDING' };
-      return (await col.countDocuments({ _id: deliveryId, teamId, webhookId }, { limit: 1 })) > 0 ? 'busy' : undefined;
+      if ((await col.countDocuments({ _id: deliveryId, teamId, webhookId }, { limit: 1 })) > 0) return 'busy';
+      // Claimed at fan-out and not attempted yet: its first attempt is on its way.
+      const e = await queue.findOne({ _id: deliveryId, teamId, webhookId }, { projection: { delivery: 1 } });
+      return e?.delivery ? 'busy' : undefined;
     },
 
     async finish(claim, result, now) {
+      if (claim.unwritten) return (await repo.finishMany([{ claim, result }], now))[0];
       const d = await col.findOneAndUpdate(
         { _id: claim.record.id, leaseToken: claim.leaseToken },
         { $set: { ...result, updatedAt: now, leaseUntil: EPOCH }, $unset: { leaseToken: '' } },
@@ -533,19 +636,13 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
 
     async finishMany(items, now) {
       if (items.length === 0) return [];
-      const written = await bulkWriteInChunks(col, items.map(({ claim, result }): AnyBulkWriteOperation<DeliveryDoc> => ({
-        updateOne: {
-          filter: { _id: claim.record.id, leaseToken: claim.leaseToken },
-          update: { $set: { ...result, updatedAt: now, leaseUntil: EPOCH, finishedBy: claim.leaseToken }, $unset: { leaseToken: '' } },
-        },
-      })));
-      // A lost claim (its lease lapsed and another replica took it) wrote nothing: when some did not take, each
-      // record tells by the token of the result it holds.
-      let took = items.map(() => true);
-      if (written.matchedCount < items.length) {
-        const docs = await Promise.all(items.map(({ claim }) => col.findOne({ _id: claim.record.id }, { projection: { finishedBy: 1 } })));
-        took = items.map(({ claim }, i) => docs[i]?.finishedBy === claim.leaseToken);
-      }
+      const fresh = items.filter(({ claim }) => claim.unwritten);
+      const stored = items.filter(({ claim }) => !claim.unwritten);
+      const freshTook = new Map<ClaimedDelivery, boolean>();
+      (await insertResults(fresh, now)).forEach((t, i) => freshTook.set(fresh[i]!.claim, t));
+      const storedTook = new Map<ClaimedDelivery, boolean>();
+      (await updateResults(stored, now)).forEach((t, i) => storedTook.set(stored[i]!.claim, t));
+      const took = items.map(({ claim }) => (claim.unwritten ? freshTook.get(claim) : storedTook.get(claim)) === true);
       const records = items.map(({ claim, result }, i): DeliveryRecord | undefined => (took[i] ? { ...claim.record, ...result, updatedAt: now } : undefined));
       // The results are recorded: a failure here must not undo that. Entries left behind stay leased until the lease
       // ends; then a claim finds each delivery's state and fixes its entry.
@@ -554,6 +651,10 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
     },
 
     async release(claim) {
+      if (claim.unwritten) {
+        await repo.releaseMany([claim]);
+        return;
+      }
       const d = await col.findOneAndUpdate(
         { _id: claim.record.id, leaseToken: claim.leaseToken },
         { $set: { leaseUntil: EPOCH }, $unset: { leaseToken: '' } },
@@ -562,7 +663,23 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
       if (d) await follow(d);
     },
 
-    async releaseMany(claims) {
+    async releaseMany(all) {
+      if (all.length === 0) return;
+      // Unwritten ones get their pending record now (one insert), then their entries are freed without the delivery
+      // (one bulk write, each guarded by this claim's token). A record refused as a duplicate leaves its entry as it
+      // was, only freed: the claim that takes it sorts it out (fixStale).
+      const fresh = all.filter((x) => x.unwritten);
+      if (fresh.length > 0) {
+        const duplicates = await insertManyReportingDuplicates(col, fresh.map((c) => docOf(c.record)));
+        await bulkWriteInChunks(queue, fresh.map((c, i): AnyBulkWriteOperation<QueueDoc> => ({
+          updateOne: {
+            filter: { _id: c.record.id, claim: c.leaseToken },
+            update: duplicates.has(i) ? { $set: { leaseUntil: EPOCH } } : { $set: { leaseUntil: EPOCH }, $unset: { delivery: '', claim: '' } },
+          },
+        })));
+        for (const c of fresh) see(c.record.id, c.record.webhookId, c.record.createdAt);
+      }
+      const claims = all.filter((x) => !x.unwritten);
       if (claims.length === 0) return;
       // The records first: an entry freed while its record is still leased only costs a claim one look (fixStale).
       await bulkWriteInChunks(col, claims.map((c): AnyBulkWriteOperation<DeliveryDoc> => ({
@@ -576,6 +693,11 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
     },
 
     async park(claim) {
+      if (claim.unwritten) {
+        const entry = await queue.findOne({ _id: claim.record.id, claim: claim.leaseToken }, { projection: { _id: 1 } });
+        if (entry) await materialize({ _id: claim.record.id, webhookId: claim.record.webhookId, due: claim.record.createdAt }, claim.record, true);
+        return;
+      }
       const d = await col.findOneAndUpdate(
         { _id: claim.record.id, leaseToken: claim.leaseToken },
         { $set: { leaseUntil: EPOCH }, $unset: { leaseToken: '' } },
@@ -595,9 +717,16 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
 
     async cancelPending(webhookId, reason, now) {
       // The queue knows every pending delivery of the webhook; each is then changed by its id.
-      const entries = await queue.find({ webhookId }, { projection: { _id: 1 } }).toArray();
+      const entries = await queue.find({ webhookId }).toArray();
       let n = 0;
       for (const e of entries) {
+        if (isUnwritten(e)) {
+          // Never attempted and no record yet: written as cancelled (nothing when another delivery of the pair exists).
+          const cancelled = docOf({ ...unwrittenRecord(e), status: 'FAILED', nextAttemptAt: null, lastError: reason, updatedAt: now });
+          if (await col.insertOne(cancelled).then(() => true, (err: unknown) => { if (isDuplicateKeyError(err)) return false; throw err; })) n++;
+          await dequeue(e._id);
+          continue;
+        }
         const res = await col.updateOne(
           { _id: e._id, status: 'PENDING' },
           { $set: { status: 'FAILED', nextAttemptAt: null, lastError: reason, updatedAt: now }, $unset: { parked: '' } },
@@ -611,16 +740,36 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
 
     async get(teamId, webhookId, id) {
       const d = await col.findOne({ _id: id, teamId, webhookId });
-      return d ? toRecord(d) : undefined;
+      if (d) return toRecord(d);
+      // Claimed at fan-out, not attempted yet: pending, as its entry holds it.
+      const e = await queue.findOne({ _id: id, teamId, webhookId });
+      return e && isUnwritten(e) ? unwrittenRecord(e) : undefined;
     },
 
     async list(teamId, webhookId, q) {
       const filter: Filter<DeliveryDoc> = { teamId, webhookId, ...(q.status ? { status: q.status } : {}) };
+      // Deliveries claimed at fan-out and not attempted yet are pending entries without a record: merged in (a few
+      // hundred at most, what the worker holds; the queue is small beside the records).
+      const fresh = q.status === undefined || q.status === 'PENDING'
+        ? (await queue.find({ teamId, webhookId, delivery: { $exists: true } }).toArray()).filter(isUnwritten).map(unwrittenRecord)
+        : [];
+      if (fresh.length === 0) {
+        const [docs, count] = await Promise.all([
+          col.find(filter).sort({ createdAt: -1, _id: -1 }).skip(q.skip).limit(q.limit).toArray(),
+          col.countDocuments(filter),
+        ]);
+        return { records: docs.map(toRecord), count };
+      }
       const [docs, count] = await Promise.all([
-        col.find(filter).sort({ createdAt: -1, _id: -1 }).skip(q.skip).limit(q.limit).toArray(),
+        col.find(filter).sort({ createdAt: -1, _id: -1 }).limit(q.skip + q.limit).toArray(),
         col.countDocuments(filter),
       ]);
-      return { records: docs.map(toRecord), count };
+      // An entry whose record was just written (its entry not yet removed) shows once, as its record.
+      const seen = new Set(docs.map((d) => d._id));
+      const extra = fresh.filter((r) => !seen.has(r.id));
+      const merged = [...docs.map(toRecord), ...extra]
+        .sort((a, b) => b.createdAt.getTime() - a.createdAt.getTime() || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
+      return { records: merged.slice(q.skip, q.skip + q.limit), count: count + extra.length };
     },
 
     async nextDueAt(now, exclude) {
@@ -654,4 +803,5 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
       return n;
     },
   };
+  return repo;
 }
