@@ -392,7 +392,8 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
     // Held by another attempt (a manual retry) or not due yet: look again when that changes.
     const leased = d.leaseUntil.getTime() >= now.getTime() ? new Date(d.leaseUntil.getTime() + 1) : EPOCH;
     const due = d.nextAttemptAt ?? now;
-    await queue.updateOne({ _id: entry._id }, { $set: { due, leaseUntil: leased } });
+    // The record exists: an entry still carrying the delivery (a crash after its first result) no longer shows it.
+    await queue.updateOne({ _id: entry._id }, { $set: { due, leaseUntil: leased }, ...(entry.delivery ? { $unset: { delivery: '' } } : {}) });
     if (leased === EPOCH) see(entry._id, entry.webhookId, due);
   }
 
@@ -721,11 +722,14 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
       let n = 0;
       for (const e of entries) {
         if (isUnwritten(e)) {
-          // Never attempted and no record yet: written as cancelled (nothing when another delivery of the pair exists).
+          // Never attempted and no record yet: written as cancelled. A record there already (its first result was
+          // written just before a crash) is cancelled below like any pending one.
           const cancelled = docOf({ ...unwrittenRecord(e), status: 'FAILED', nextAttemptAt: null, lastError: reason, updatedAt: now });
-          if (await col.insertOne(cancelled).then(() => true, (err: unknown) => { if (isDuplicateKeyError(err)) return false; throw err; })) n++;
-          await dequeue(e._id);
-          continue;
+          if (await col.insertOne(cancelled).then(() => true, (err: unknown) => { if (isDuplicateKeyError(err)) return false; throw err; })) {
+            n++;
+            await dequeue(e._id);
+            continue;
+          }
         }
         const res = await col.updateOne(
           { _id: e._id, status: 'PENDING' },

@@ -169,6 +169,15 @@ describe('delivery queue', () => {
     expect(await db.collection('delivery_queue').countDocuments({ webhookId: 'wh_fresh' })).toBe(0);
   });
 
+  it('cancelling a webhook writes its unattempted deliveries claimed at fan-out as FAILED', async () => {
+    const [a] = await repoA.createClaimedMany([{ teamId: 'team_q', webhookId: 'wh_gone', eventId: 'evt_g1', type: 'email.sent', payload: '{}', now: new Date() }], new Date(), 30_000);
+    expect(await repoA.cancelPending('wh_gone', 'cancelled: webhook deleted', new Date())).toBe(1);
+    expect(await repoB.get('team_q', 'wh_gone', a!.record.id)).toMatchObject({ status: 'FAILED', lastError: 'cancelled: webhook deleted', attempt: 0 });
+    expect(await db.collection('delivery_queue').countDocuments({ webhookId: 'wh_gone' })).toBe(0);
+    // The claim's late result is lost.
+    expect(await repoA.finishMany([{ claim: a!, result: { ...success, attempt: 1 } }], new Date())).toEqual([undefined]);
+  });
+
   it('two replicas claiming at once never attempt one delivery twice, and every delivery ends once', async () => {
     const N = 30;
     for (let i = 0; i < N; i++) await createPending(raceA, `wh_r${i % 3}`, `evt_r${i}`);
