@@ -63,13 +63,16 @@ export function createFanoutBatchHandler(deps: FanoutDeps): BatchHandler {
     const handOff = deps.handOff;
     // Only first deliveries of events are handed over: createClaimedMany stores no record, so it cannot see that a
     // pair has a delivery already; createPendingMany does (the unique index on the records).
-    const first = handOff && handOff.room() > 0 ? inputs.filter((i) => !again.has(i.eventId)) : [];
-    const handed = new Set(first);
-    const rest = inputs.filter((i) => !handed.has(i));
-    if (handOff && first.length > 0) {
+    const first = inputs.filter((i) => !again.has(i.eventId));
+    const rest = first.length === inputs.length ? [] : inputs.filter((i) => again.has(i.eventId));
+    if (handOff && handOff.room() > 0 && first.length > 0) {
       const claims = await deps.deliveries.createClaimedMany(first, now(), handOff.leaseMs);
       handOff.adopt(claims);
       created += claims.length;
+    } else if (first.length > 0) {
+      // Free for any replica's claims, as queue entries only: their records are written with their first result.
+      created += await deps.deliveries.createQueuedMany(first);
+      deps.onDeliveries?.();
     }
     if (rest.length > 0) {
       const made = await deps.deliveries.createPendingMany(rest);

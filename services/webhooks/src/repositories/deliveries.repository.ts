@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { bulkWriteInChunks, isDuplicateKeyError, newId } from '@mailfleet/kit';
 import { MongoBulkWriteError, type AnyBulkWriteOperation, type Collection, type Db, type Filter } from 'mongodb';
 import type { DeliveryState } from '../domain/retry-policy.js';
@@ -150,6 +150,12 @@ export interface DeliveriesRepository {
    * they are attempted leaves them as a crashed claim does: claimable by anyone once the lease ends.
    */
   createClaimedMany(inputs: readonly PendingInput[], now: Date, leaseMs: number): Promise<ClaimedDelivery[]>;
+  /**
+   * New deliveries of events delivered for the first time, stored free as queue entries only (one insert), for any
+   * replica's claims: a claim of such an entry is its lease (no record to lock), and its record is written once,
+   * with the first attempt's result. Answers how many were made.
+   */
+  createQueuedMany(inputs: readonly PendingInput[]): Promise<number>;
   /** A delivery that is already finished (test events: attempted before they are stored). */
   insertFinished(input: Omit<DeliveryRecord, 'id'> & { id?: string }): Promise<DeliveryRecord>;
   /**
@@ -231,6 +237,20 @@ function toRecord(d: DeliveryDoc): DeliveryRecord {
   };
 }
 
+const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+
+/**
+ * The id of the delivery of an event to a webhook: derived from the pair, in the shape of `newId('whd')`, so the
+ * queue's primary key refuses a second entry for a pair while the first is there (a redelivered event whose
+ * delivery exists only as its entry, not attempted yet), and the records' one refuses a second record.
+ */
+export function deliveryIdOf(webhookId: string, eventId: string): string {
+  const digest = createHash('sha256').update(`${webhookId}\u0000${eventId}`).digest();
+  let id = 'whd_';
+  for (let i = 0; i < 22; i++) id += BASE62[digest[i]! % 62];
+  return id;
+}
+
 /** The PENDING record of a delivery that exists only as a queue entry (claimed at fan-out, no attempt written yet). */
 function unwrittenRecord(e: QueueDoc & { teamId: string; delivery: NonNullable<QueueDoc['delivery']> }): DeliveryRecord {
   return {
@@ -273,14 +293,14 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
   const lookMaxAgeMs = options.lookMaxAgeMs ?? 5_000;
 
   /** Free entries seen by the last looks or queued here since: delivery id -> webhook and due time. */
-  const view = new Map<string, { webhookId: string; due: number; record?: DeliveryRecord }>();
+  const view = new Map<string, { webhookId: string; due: number; record?: DeliveryRecord; unwritten?: boolean }>();
   /** The last look: when, which webhooks it skipped, and whether every entry due then outside them is in view. */
   const look = { at: Number.NEGATIVE_INFINITY, skipped: new Set<string>(), complete: false };
   let looking: Promise<void> | undefined;
 
   /** `record`: the delivery as this replica last wrote it, so a claim that finds it unchanged need not read it. */
-  function see(id: string, webhookId: string, due: Date, record?: DeliveryRecord): void {
-    if (view.has(id) || view.size < VIEW_LIMIT) view.set(id, { webhookId, due: due.getTime(), ...(record ? { record } : {}) });
+  function see(id: string, webhookId: string, due: Date, record?: DeliveryRecord, unwritten = false): void {
+    if (view.has(id) || view.size < VIEW_LIMIT) view.set(id, { webhookId, due: due.getTime(), ...(record ? { record } : {}), ...(unwritten ? { unwritten } : {}) });
     else look.complete = false;
   }
 
@@ -289,9 +309,14 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
       try {
         const docs = await queue.find(
           { parked: { $ne: true }, leaseUntil: { $lte: now }, ...(exclude.length > 0 ? { webhookId: { $nin: [...exclude] } } : {}) },
-          { projection: { _id: 1, webhookId: 1, due: 1 }, sort: { due: 1 }, limit: LOOK_LIMIT },
+          { projection: { _id: 1, webhookId: 1, due: 1, teamId: 1, delivery: 1, createdAt: 1 }, sort: { due: 1 }, limit: LOOK_LIMIT },
         ).toArray();
         for (const d of docs) {
+          // An entry that carries its delivery is claimed by its lease alone.
+          if (isUnwritten(d)) {
+            view.set(d._id, { webhookId: d.webhookId, due: d.due.getTime(), record: unwrittenRecord(d), unwritten: true });
+            continue;
+          }
           // A copy of the record this replica wrote stays: a claim checks it is still current before using it.
           const record = view.get(d._id)?.record;
           view.set(d._id, { webhookId: d.webhookId, due: d.due.getTime(), ...(record ? { record } : {}) });
@@ -456,24 +481,27 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
    */
   async function insertNew(inputs: readonly PendingInput[], lease?: { until: Date; token: string }): Promise<DeliveryDoc[]> {
     if (inputs.length === 0) return [];
-    const ids = inputs.map(() => newId('whd'));
+    const ids = inputs.map((input) => deliveryIdOf(input.webhookId, input.eventId));
     const leaseUntil = lease?.until ?? EPOCH;
     // The entries first: a crash between the two writes leaves orphan entries (dropped by the claims), never an
-    // unqueued delivery. An entry gets a fresh id every time, so the entries written here are this call's own.
-    await queue.insertMany(inputs.map((input, i): QueueDoc => ({
+    // unqueued delivery. A pair whose entry is there already (its delivery pending, or claimed at fan-out and not
+    // written yet) makes nothing more.
+    const queued = await insertManyReportingDuplicates(queue, inputs.map((input, i): QueueDoc => ({
       _id: ids[i]!, webhookId: input.webhookId, due: input.now, leaseUntil, ...(lease ? { claim: lease.token } : {}), createdAt: input.now,
     })));
+    const fresh = inputs.map((_, i) => i).filter((i) => !queued.has(i));
+    if (fresh.length === 0) return [];
     // Records that failed for another reason than a duplicate keep their entries: the claims drop those without a record.
-    const docs = inputs.map((input, i): DeliveryDoc => ({
-      _id: ids[i]!, teamId: input.teamId, webhookId: input.webhookId, eventId: input.eventId, type: input.type,
-      payload: input.payload, status: 'PENDING', attempt: 0, nextAttemptAt: input.now, lastError: null, responseStatus: null,
-      responseTimeMs: null, responseText: null, createdAt: input.now, updatedAt: input.now, leaseUntil,
+    const docs = fresh.map((i): DeliveryDoc => ({
+      _id: ids[i]!, teamId: inputs[i]!.teamId, webhookId: inputs[i]!.webhookId, eventId: inputs[i]!.eventId, type: inputs[i]!.type,
+      payload: inputs[i]!.payload, status: 'PENDING', attempt: 0, nextAttemptAt: inputs[i]!.now, lastError: null, responseStatus: null,
+      responseTimeMs: null, responseText: null, createdAt: inputs[i]!.now, updatedAt: inputs[i]!.now, leaseUntil,
       ...(lease ? { leaseToken: lease.token } : {}),
     }));
     const duplicates = await insertManyReportingDuplicates(col, docs);
     // A (webhook, event) pair that already had a delivery (a redelivered event): its new entry goes again, in one
     // write (a redelivery is rare; an entry left by a failure here is dropped by the claims as an orphan).
-    if (duplicates.size > 0) await queue.deleteMany({ _id: { $in: [...duplicates].map((i) => ids[i]!) } }).catch(() => undefined);
+    if (duplicates.size > 0) await queue.deleteMany({ _id: { $in: [...duplicates].map((i) => docs[i]!._id) } }).catch(() => undefined);
     return docs.filter((_, i) => !duplicates.has(i));
   }
 
@@ -483,21 +511,46 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
     return made.length;
   }
 
-  async function createClaimedMany(inputs: readonly PendingInput[], now: Date, leaseMs: number): Promise<ClaimedDelivery[]> {
+  async function createClaimedMany(given: readonly PendingInput[], now: Date, leaseMs: number): Promise<ClaimedDelivery[]> {
+    const inputs = await unrecorded(given);
     if (inputs.length === 0) return [];
     const leaseToken = randomUUID();
     const leaseUntil = new Date(now.getTime() + leaseMs);
     // Only the queue entries, carrying the deliveries: the record is written once, with the first attempt's result
     // (an insert, where a pending record would be inserted and then rewritten). A crash leaves the entries claimable
     // when the lease ends; a claim then writes the pending record first. Not put in view: they are leased.
-    // Callers pass events delivered for the first time (a redelivered one goes through createPendingMany, which
-    // finds a delivery already made), so these pairs are new.
-    const entries = inputs.map((input): QueueDoc => ({
-      _id: newId('whd'), webhookId: input.webhookId, due: input.now, leaseUntil, claim: leaseToken, createdAt: input.now,
+    // A pair with a record or an entry already makes nothing.
+    const all = inputs.map((input): QueueDoc => ({
+      _id: deliveryIdOf(input.webhookId, input.eventId), webhookId: input.webhookId, due: input.now, leaseUntil, claim: leaseToken, createdAt: input.now,
       teamId: input.teamId, delivery: { eventId: input.eventId, type: input.type, payload: input.payload },
     }));
-    await queue.insertMany(entries);
+    // A pair whose entry is there already (the same event twice) is not this call's.
+    const duplicates = await insertManyReportingDuplicates(queue, all);
+    const entries = all.filter((_, i) => !duplicates.has(i));
     return entries.map((e) => ({ record: unwrittenRecord(e as QueueDoc & { teamId: string; delivery: NonNullable<QueueDoc['delivery']> }), leaseToken, scheduled: true, unwritten: true }));
+  }
+
+  /**
+   * The inputs whose pair has no record yet (an event published again, past the stream's duplicate window, finds its
+   * delivery's record here), read by `_id` in parallel: the launcher serialises writes, not reads, and an `_id`
+   * read is one row. A pair whose entry is still there is refused by the entry's insert.
+   */
+  async function unrecorded(inputs: readonly PendingInput[]): Promise<PendingInput[]> {
+    const found = await Promise.all(inputs.map((i) => col.findOne({ _id: deliveryIdOf(i.webhookId, i.eventId) }, { projection: { _id: 1 } })));
+    return inputs.filter((_, i) => found[i] === null);
+  }
+
+  async function createQueuedMany(given: readonly PendingInput[]): Promise<number> {
+    const inputs = await unrecorded(given);
+    if (inputs.length === 0) return 0;
+    const all = inputs.map((input): QueueDoc & { teamId: string; delivery: NonNullable<QueueDoc['delivery']> } => ({
+      _id: deliveryIdOf(input.webhookId, input.eventId), webhookId: input.webhookId, due: input.now, leaseUntil: EPOCH, createdAt: input.now,
+      teamId: input.teamId, delivery: { eventId: input.eventId, type: input.type, payload: input.payload },
+    }));
+    const duplicates = await insertManyReportingDuplicates(queue, all);
+    const entries = all.filter((_, i) => !duplicates.has(i));
+    for (const e of entries) see(e._id, e.webhookId, e.due, unwrittenRecord(e), true);
+    return entries.length;
   }
 
   async function claimDueMany(now: Date, leaseMs: number, exclude: readonly string[], slots: (webhookId: string) => number): Promise<ClaimedDelivery[]> {
@@ -514,12 +567,17 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
       const webhookId = view.get(first)!.webhookId;
       const ids = pickOf(webhookId, now, Math.max(1, slots(webhookId)));
       const known = new Map(ids.map((id) => [id, view.get(id)?.record]));
+      // Entries carrying their delivery (no record yet): the entry's lease is the whole claim.
+      const fresh = new Set(ids.filter((id) => view.get(id)?.unwritten === true));
       for (const id of ids) view.delete(id);
       // The entries are leased too, in one write: other workers pass them by, and a crash makes them claimable
       // again when the lease ends. The round's token tells which leases took when not all did.
       const round = randomUUID();
       const leased = await bulkWriteInChunks(queue, ids.map((id): AnyBulkWriteOperation<QueueDoc> => ({
-        updateOne: { filter: { _id: id, parked: { $ne: true }, due: { $lte: now }, leaseUntil: { $lte: now } }, update: { $set: { leaseUntil, claim: round } } },
+        updateOne: {
+          filter: { _id: id, parked: { $ne: true }, due: { $lte: now }, leaseUntil: { $lte: now }, ...(fresh.has(id) ? { delivery: { $exists: true } } : {}) },
+          update: { $set: { leaseUntil, claim: round } },
+        },
       })));
       let mine = ids;
       if (leased.matchedCount === 0) mine = [];
@@ -527,6 +585,10 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
         const entries = await Promise.all(ids.map((id) => queue.findOne({ _id: id }, { projection: { claim: 1 } })));
         mine = ids.filter((_, j) => entries[j]?.claim === round);
       }
+      const freshClaims = mine.filter((id) => fresh.has(id))
+        .map((id): ClaimedDelivery => ({ record: known.get(id)!, leaseToken: round, scheduled: true, unwritten: true }));
+      mine = mine.filter((id) => !fresh.has(id));
+      if (mine.length === 0 && freshClaims.length > 0) return freshClaims;
       // The lock itself is on each record, taken for the whole round in one bulk write (by `_id`, which every store
       // serves from its primary key; one findAndModify per record queued each behind the fan-out's inserts). The
       // round's token says which locks took: a record taken, changed or gone since it came into view is not ours.
@@ -563,7 +625,7 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
         if (entry) await fixStale(entry, now);
         return undefined;
       }));
-      const taken = claims.filter((c): c is ClaimedDelivery => c !== undefined);
+      const taken = [...freshClaims, ...claims.filter((c): c is ClaimedDelivery => c !== undefined)];
       if (taken.length > 0) return taken;
     }
     return [];
@@ -587,6 +649,8 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
     createPendingMany,
 
     createClaimedMany,
+
+    createQueuedMany,
 
     async insertFinished(input) {
       const doc: DeliveryDoc = {
@@ -648,6 +712,12 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
       // The results are recorded: a failure here must not undo that. Entries left behind stay leased until the lease
       // ends; then a claim finds each delivery's state and fixes its entry.
       await followMany(records.filter((r): r is DeliveryRecord => r !== undefined)).catch(() => undefined);
+      // An entry still carrying a delivery whose record exists (or whose pair has another delivery) and still held by
+      // this claim is fixed now, so no claim of it posts again.
+      await Promise.all(fresh.filter(({ claim }) => freshTook.get(claim) !== true).map(async ({ claim }) => {
+        const entry = await queue.findOne({ _id: claim.record.id });
+        if (entry?.claim === claim.leaseToken) await fixStale(entry, now);
+      })).catch(() => undefined);
       return records;
     },
 
@@ -678,7 +748,8 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
             update: duplicates.has(i) ? { $set: { leaseUntil: EPOCH } } : { $set: { leaseUntil: EPOCH }, $unset: { delivery: '', claim: '' } },
           },
         })));
-        for (const c of fresh) see(c.record.id, c.record.webhookId, c.record.createdAt);
+        // With a copy of the record just written (a claim finds it unchanged and need not read it).
+        fresh.forEach((c, i) => see(c.record.id, c.record.webhookId, c.record.createdAt, duplicates.has(i) ? undefined : c.record));
       }
       const claims = all.filter((x) => !x.unwritten);
       if (claims.length === 0) return;

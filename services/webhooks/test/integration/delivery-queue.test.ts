@@ -158,11 +158,15 @@ describe('delivery queue', () => {
     await sleep(1_100);
     const claimed = await drain(repoB, ['wh_done_0', 'wh_done_1', 'wh_done_2', 'wh_done_3', 'wh_done_4', 'wh_done_5', 'wh_done_6']);
     expect(claimed.map((x) => x.record.id).sort()).toEqual([b!.record.id, c!.record.id].sort());
-    expect(claimed.every((x) => !x.unwritten && x.record.status === 'PENDING')).toBe(true);
-    // The lapsed claim's late result is lost: the record belongs to the new claim.
-    expect(await repoA.finishMany([{ claim: c!, result: { ...success, attempt: 1 } }], new Date())).toEqual([undefined]);
+    expect(claimed.every((x) => x.record.status === 'PENDING' && x.record.attempt === 0)).toBe(true);
+    // The released one has its record now; the lapsed one is still only its entry, claimed by its lease.
+    expect(claimed.find((x) => x.record.id === b!.record.id)?.unwritten).not.toBe(true);
+    expect(claimed.find((x) => x.record.id === c!.record.id)?.unwritten).toBe(true);
     const records = await Promise.all(claimed.map((x) => repoB.finish(x, { ...success, attempt: 1 }, new Date())));
     expect(records.every((r) => r?.status === 'SUCCESS')).toBe(true);
+    // The lapsed claim's late result is lost: the record is the new claim's.
+    expect(await repoA.finishMany([{ claim: c!, result: { ...success, attempt: 2 } }], new Date())).toEqual([undefined]);
+    expect(await db.collection('deliveries').findOne({ _id: c!.record.id } as never)).toMatchObject({ attempt: 1 });
     const all = await repoB.list('team_q', 'wh_fresh', { skip: 0, limit: 10 });
     expect(all.count).toBe(3);
     expect(all.records.every((r) => r.status === 'SUCCESS')).toBe(true);

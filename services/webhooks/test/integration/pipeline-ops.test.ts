@@ -126,14 +126,15 @@ describe('the webhook pipeline in batches and rounds', () => {
     expect(healthWrites).toBeLessThan(rounds);
     for (const step of [of('update', 'delivery_queue'), of('update', 'deliveries'), of('delete', 'delivery_queue')]) expect(step).toBeLessThanOrEqual(2 * 2 * rounds);
     expect(of('insert', 'deliveries')).toBeLessThanOrEqual(batches + rounds);
-    // The records this replica stored are not read back to be claimed.
-    expect(commands.filter((c) => c.name === 'find' && c.collection === 'deliveries').length).toBeLessThanOrEqual(EVENTS / 10);
+    // One read by `_id` per delivery at fan-out (an event published again finds its record); the deliveries are not
+    // read back to be claimed.
+    expect(commands.filter((c) => c.name === 'find' && c.collection === 'deliveries').length).toBeLessThanOrEqual(EVENTS + EVENTS / 10);
     // Every event costs far fewer than one write: 7 writes per event before the batching.
     expect(writes.length).toBeLessThan(EVENTS / 2);
     await stopPipeline();
   }, 180_000);
 
-  it('deliveries handed from the fan-out to the worker: three statements each, no claim, nothing read or rewritten', async () => {
+  it('deliveries handed from the fan-out to the worker: three statements and one read each, no claim, nothing rewritten', async () => {
     // A lease long enough that no handed delivery waits past it, and room for all: every delivery takes the hand-off.
     const config = loadWebhooksConfig({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_CLAIM_LEASE_MS: '600000' });
     const n = 500;
@@ -162,6 +163,7 @@ describe('the webhook pipeline in batches and rounds', () => {
     expect(statements('update', 'deliveries')).toBe(0);
     expect(statements('delete', 'delivery_queue')).toBe(n);
     expect(statements('update', 'delivery_queue')).toBe(0);
-    expect(commands.filter((c) => c.name === 'find' && c.collection === 'deliveries').length).toBe(0);
+    // Read once by `_id` at fan-out, not after.
+    expect(commands.filter((c) => c.name === 'find' && c.collection === 'deliveries').length).toBe(n);
   }, 180_000);
 });
