@@ -61,8 +61,9 @@ export function createFanoutBatchHandler(deps: FanoutDeps): BatchHandler {
     if (inputs.length === 0) return;
     let created = 0;
     const handOff = deps.handOff;
-    // Only first deliveries of events are handed over: createClaimedMany stores no record, so it cannot see that a
-    // pair has a delivery already; createPendingMany does (the unique index on the records).
+    // First deliveries of events are stored as queue entries only (handed over, or free when the worker has no
+    // room). Redelivered events go through createPendingMany, which writes entry and record at once: the unique
+    // index on the records also finds a delivery whose id is not its pair's (one made before ids were derived).
     const first = inputs.filter((i) => !again.has(i.eventId));
     const rest = first.length === inputs.length ? [] : inputs.filter((i) => again.has(i.eventId));
     if (handOff && handOff.room() > 0 && first.length > 0) {

@@ -144,10 +144,11 @@ export interface DeliveriesRepository {
    */
   createPendingMany(inputs: readonly PendingInput[]): Promise<number>;
   /**
-   * createPendingMany with the new deliveries claimed by the caller already (queue entry and record leased until
-   * `now + leaseMs`, as a claim leaves them), so the replica that fanned them out attempts them without a claim's
-   * two writes. Answers the claims of the deliveries made (a pair that had one already makes none). A crash before
-   * they are attempted leaves them as a crashed claim does: claimable by anyone once the lease ends.
+   * New deliveries claimed by the caller already, stored as queue entries only (one insert; the entry carries the
+   * delivery and is leased until `now + leaseMs`), so the replica that fanned them out attempts them without a
+   * claim's writes and writes each record once, with its first result. Answers the claims of the deliveries made (a
+   * pair with a record or an entry already makes none). A crash before they are attempted leaves them claimable by
+   * anyone once the lease ends.
    */
   createClaimedMany(inputs: readonly PendingInput[], now: Date, leaseMs: number): Promise<ClaimedDelivery[]>;
   /**
