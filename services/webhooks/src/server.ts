@@ -42,6 +42,17 @@ export function handOffMaxAgeOf(config: Pick<WebhooksConfig, 'perWebhookConcurre
   return Math.max(0, config.claimLeaseMs - 5_000 - waves * config.timeoutMs);
 }
 
+/**
+ * Most deliveries waiting at once, handed over by the fan-out: four times `WEBHOOK_CONCURRENCY`, a few seconds of
+ * work at hundreds of deliveries a second, well inside the 15 s a handed delivery may wait by default. A handed
+ * delivery costs three statements (entry insert, record insert with the result, entry delete) against six for one
+ * stored free and claimed from the queue, and one that waited too long is released with two more, so a worker
+ * that falls behind for a few seconds is better off holding them.
+ */
+export function handOffLimitOf(config: Pick<WebhooksConfig, 'concurrency'>): number {
+  return config.concurrency * 4;
+}
+
 export async function createWebhooksServer(deps: {
   config: WebhooksConfig;
   infra: ServiceInfra;
@@ -77,6 +88,7 @@ export async function createWebhooksServer(deps: {
     leaseMs: config.claimLeaseMs,
     pollIntervalMs: config.pollIntervalMs,
     handOffMaxAgeMs: handOffMaxAgeOf(config),
+    handOffLimit: handOffLimitOf(config),
     logger: logger.child({ worker: 'delivery' }),
   });
   worker.start();

@@ -44,7 +44,10 @@ export interface FanoutDeps {
 export function createFanoutBatchHandler(deps: FanoutDeps): BatchHandler {
   const now = deps.now ?? (() => new Date());
   return async (batch, { log }) => {
-    const perEvent = await Promise.all(batch.map(async ({ event }): Promise<PendingInput[]> => {
+    /** Events delivered before (a crash or time-out before the ack): their deliveries may exist already. */
+    const again = new Set<string>();
+    const perEvent = await Promise.all(batch.map(async ({ event, deliveryCount }): Promise<PendingInput[]> => {
+      if (deliveryCount > 1) again.add(event.id);
       if (!isPublicEventType(event.type)) return [];
       const happened = Date.parse(event.createdAt);
       const eventTime = Number.isNaN(happened) ? now() : new Date(happened);
@@ -56,15 +59,26 @@ export function createFanoutBatchHandler(deps: FanoutDeps): BatchHandler {
     }));
     const inputs = perEvent.flat();
     if (inputs.length === 0) return;
-    let created: number;
+    let created = 0;
     const handOff = deps.handOff;
-    if (handOff && handOff.room() > 0) {
-      const claims = await deps.deliveries.createClaimedMany(inputs, now(), handOff.leaseMs);
+    // First deliveries of events are stored as queue entries only (handed over, or free when the worker has no
+    // room). Redelivered events go through createPendingMany, which writes entry and record at once: the unique
+    // index on the records also finds a delivery whose id is not its pair's (one made before ids were derived).
+    const first = inputs.filter((i) => !again.has(i.eventId));
+    const rest = first.length === inputs.length ? [] : inputs.filter((i) => again.has(i.eventId));
+    if (handOff && handOff.room() > 0 && first.length > 0) {
+      const claims = await deps.deliveries.createClaimedMany(first, now(), handOff.leaseMs);
       handOff.adopt(claims);
-      created = claims.length;
-    } else {
-      created = await deps.deliveries.createPendingMany(inputs);
-      if (created > 0) deps.onDeliveries?.();
+      created += claims.length;
+    } else if (first.length > 0) {
+      // Free for any replica's claims, as queue entries only: their records are written with their first result.
+      created += await deps.deliveries.createQueuedMany(first);
+      deps.onDeliveries?.();
+    }
+    if (rest.length > 0) {
+      const made = await deps.deliveries.createPendingMany(rest);
+      if (made > 0) deps.onDeliveries?.();
+      created += made;
     }
     log.debug({ events: batch.length, deliveries: inputs.length, created }, 'events fanned out to webhooks');
   };

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { bulkWriteInChunks, isDuplicateKeyError, newId } from '@mailfleet/kit';
 import { MongoBulkWriteError, type AnyBulkWriteOperation, type Collection, type Db, type Filter } from 'mongodb';
 import type { DeliveryState } from '../domain/retry-policy.js';
@@ -28,6 +28,11 @@ export interface ClaimedDelivery {
   readonly leaseToken: string;
   /** True for a PENDING delivery on its retry schedule; false for a manual retry of a finished one. */
   readonly scheduled: boolean;
+  /**
+   * Claimed at fan-out and not stored as a record yet: the queue entry holds the delivery and the claim (its
+   * `claim` token). The first result is written as the record, in one insert.
+   */
+  readonly unwritten?: boolean;
 }
 
 /** What an attempt (or a cancellation) writes. */
@@ -89,6 +94,13 @@ interface QueueDoc {
   /** Held while its webhook is not ACTIVE; activation releases it. */
   parked?: boolean;
   createdAt: Date;
+  /** Set with `delivery` (scopes the deliveries list's look at unwritten entries by team). */
+  teamId?: string;
+  /**
+   * A delivery claimed at fan-out whose record is not written yet: what the record is made of. Removed once the
+   * record exists (a retry's entry), so an entry with it is a pending delivery the deliveries collection lacks.
+   */
+  delivery?: { eventId: string; type: string; payload: string };
 }
 
 const EPOCH = new Date(0);
@@ -132,12 +144,19 @@ export interface DeliveriesRepository {
    */
   createPendingMany(inputs: readonly PendingInput[]): Promise<number>;
   /**
-   * createPendingMany with the new deliveries claimed by the caller already (queue entry and record leased until
-   * `now + leaseMs`, as a claim leaves them), so the replica that fanned them out attempts them without a claim's
-   * two writes. Answers the claims of the deliveries made (a pair that had one already makes none). A crash before
-   * they are attempted leaves them as a crashed claim does: claimable by anyone once the lease ends.
+   * New deliveries claimed by the caller already, stored as queue entries only (one insert; the entry carries the
+   * delivery and is leased until `now + leaseMs`), so the replica that fanned them out attempts them without a
+   * claim's writes and writes each record once, with its first result. Answers the claims of the deliveries made (a
+   * pair with a record or an entry already makes none). A crash before they are attempted leaves them claimable by
+   * anyone once the lease ends.
    */
   createClaimedMany(inputs: readonly PendingInput[], now: Date, leaseMs: number): Promise<ClaimedDelivery[]>;
+  /**
+   * New deliveries of events delivered for the first time, stored free as queue entries only (one insert), for any
+   * replica's claims: a claim of such an entry is its lease (no record to lock), and its record is written once,
+   * with the first attempt's result. Answers how many were made.
+   */
+  createQueuedMany(inputs: readonly PendingInput[]): Promise<number>;
   /** A delivery that is already finished (test events: attempted before they are stored). */
   insertFinished(input: Omit<DeliveryRecord, 'id'> & { id?: string }): Promise<DeliveryRecord>;
   /**
@@ -219,6 +238,40 @@ function toRecord(d: DeliveryDoc): DeliveryRecord {
   };
 }
 
+const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+
+/**
+ * The id of the delivery of an event to a webhook: derived from the pair, in the shape of `newId('whd')`, so the
+ * queue's primary key refuses a second entry for a pair while the first is there (a redelivered event whose
+ * delivery exists only as its entry, not attempted yet), and the records' one refuses a second record.
+ */
+export function deliveryIdOf(webhookId: string, eventId: string): string {
+  const digest = createHash('sha256').update(`${webhookId}\u0000${eventId}`).digest();
+  let id = 'whd_';
+  for (let i = 0; i < 22; i++) id += BASE62[digest[i]! % 62];
+  return id;
+}
+
+/** The PENDING record of a delivery that exists only as a queue entry (claimed at fan-out, no attempt written yet). */
+function unwrittenRecord(e: QueueDoc & { teamId: string; delivery: NonNullable<QueueDoc['delivery']> }): DeliveryRecord {
+  return {
+    id: e._id, teamId: e.teamId, webhookId: e.webhookId, eventId: e.delivery.eventId, type: e.delivery.type, payload: e.delivery.payload,
+    status: 'PENDING', attempt: 0, nextAttemptAt: e.due, lastError: null, responseStatus: null, responseTimeMs: null, responseText: null,
+    createdAt: e.createdAt, updatedAt: e.createdAt,
+  };
+}
+
+const isUnwritten = (e: QueueDoc): e is QueueDoc & { teamId: string; delivery: NonNullable<QueueDoc['delivery']> } => e.delivery !== undefined && e.teamId !== undefined;
+
+/** A record as stored, free (no lease) unless one is given. */
+function docOf(r: DeliveryRecord, extra: Partial<DeliveryDoc> = {}): DeliveryDoc {
+  return {
+    _id: r.id, teamId: r.teamId, webhookId: r.webhookId, eventId: r.eventId, type: r.type, payload: r.payload, status: r.status,
+    attempt: r.attempt, nextAttemptAt: r.nextAttemptAt, lastError: r.lastError, responseStatus: r.responseStatus,
+    responseTimeMs: r.responseTimeMs, responseText: r.responseText, createdAt: r.createdAt, updatedAt: r.updatedAt, leaseUntil: EPOCH, ...extra,
+  };
+}
+
 /**
  * The deliveries and their queue. Claims do not search the queue each time:
  * on FerretDB any filter other than a plain `_id` scans the whole collection,
@@ -241,14 +294,14 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
   const lookMaxAgeMs = options.lookMaxAgeMs ?? 5_000;
 
   /** Free entries seen by the last looks or queued here since: delivery id -> webhook and due time. */
-  const view = new Map<string, { webhookId: string; due: number; record?: DeliveryRecord }>();
+  const view = new Map<string, { webhookId: string; due: number; record?: DeliveryRecord; unwritten?: boolean }>();
   /** The last look: when, which webhooks it skipped, and whether every entry due then outside them is in view. */
   const look = { at: Number.NEGATIVE_INFINITY, skipped: new Set<string>(), complete: false };
   let looking: Promise<void> | undefined;
 
   /** `record`: the delivery as this replica last wrote it, so a claim that finds it unchanged need not read it. */
-  function see(id: string, webhookId: string, due: Date, record?: DeliveryRecord): void {
-    if (view.has(id) || view.size < VIEW_LIMIT) view.set(id, { webhookId, due: due.getTime(), ...(record ? { record } : {}) });
+  function see(id: string, webhookId: string, due: Date, record?: DeliveryRecord, unwritten = false): void {
+    if (view.has(id) || view.size < VIEW_LIMIT) view.set(id, { webhookId, due: due.getTime(), ...(record ? { record } : {}), ...(unwritten ? { unwritten } : {}) });
     else look.complete = false;
   }
 
@@ -257,9 +310,14 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
       try {
         const docs = await queue.find(
           { parked: { $ne: true }, leaseUntil: { $lte: now }, ...(exclude.length > 0 ? { webhookId: { $nin: [...exclude] } } : {}) },
-          { projection: { _id: 1, webhookId: 1, due: 1 }, sort: { due: 1 }, limit: LOOK_LIMIT },
+          { projection: { _id: 1, webhookId: 1, due: 1, teamId: 1, delivery: 1, createdAt: 1 }, sort: { due: 1 }, limit: LOOK_LIMIT },
         ).toArray();
         for (const d of docs) {
+          // An entry that carries its delivery is claimed by its lease alone.
+          if (isUnwritten(d)) {
+            view.set(d._id, { webhookId: d.webhookId, due: d.due.getTime(), record: unwrittenRecord(d), unwritten: true });
+            continue;
+          }
           // A copy of the record this replica wrote stays: a claim checks it is still current before using it.
           const record = view.get(d._id)?.record;
           view.set(d._id, { webhookId: d.webhookId, due: d.due.getTime(), ...(record ? { record } : {}) });
@@ -330,7 +388,7 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
       ? {
         updateOne: {
           filter: { _id: r.id },
-          update: { $set: { webhookId: r.webhookId, due: r.nextAttemptAt ?? new Date(), leaseUntil: EPOCH }, $unset: { parked: '' }, $setOnInsert: { createdAt: new Date() } },
+          update: { $set: { webhookId: r.webhookId, due: r.nextAttemptAt ?? new Date(), leaseUntil: EPOCH }, $unset: { parked: '', delivery: '' }, $setOnInsert: { createdAt: new Date() } },
           upsert: true,
         },
       }
@@ -341,6 +399,10 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
   /** A claimed entry whose delivery could not be locked: put it where it belongs (or drop it). */
   async function fixStale(entry: QueueDoc, now: Date): Promise<void> {
     const d = await col.findOne({ _id: entry._id });
+    if (!d && isUnwritten(entry)) {
+      await materialize(entry, unwrittenRecord(entry), false);
+      return;
+    }
     if (!d) {
       if (now.getTime() - entry.createdAt.getTime() < ORPHAN_GRACE_MS) {
         await queue.updateOne({ _id: entry._id }, { $set: { leaseUntil: new Date(now.getTime() + ORPHAN_RECHECK_MS) } });
@@ -356,8 +418,62 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
     // Held by another attempt (a manual retry) or not due yet: look again when that changes.
     const leased = d.leaseUntil.getTime() >= now.getTime() ? new Date(d.leaseUntil.getTime() + 1) : EPOCH;
     const due = d.nextAttemptAt ?? now;
-    await queue.updateOne({ _id: entry._id }, { $set: { due, leaseUntil: leased } });
+    // The record exists: an entry still carrying the delivery (a crash after its first result) no longer shows it.
+    await queue.updateOne({ _id: entry._id }, { $set: { due, leaseUntil: leased }, ...(entry.delivery ? { $unset: { delivery: '' } } : {}) });
     if (leased === EPOCH) see(entry._id, entry.webhookId, due);
+  }
+
+  /**
+   * Writes the PENDING record of an entry claimed at fan-out that was never attempted (a crash, a release, a
+   * webhook not ACTIVE), then frees its entry (held when `parked`) without the delivery: from then on it is an
+   * ordinary pending delivery. A pair that has another delivery already (a redelivered event) drops the entry.
+   */
+  async function materialize(entry: Pick<QueueDoc, '_id' | 'webhookId' | 'due'>, record: DeliveryRecord, parked: boolean): Promise<void> {
+    const duplicate = await col.insertOne(docOf(record)).then(() => false, (err: unknown) => {
+      if (isDuplicateKeyError(err)) return true;
+      throw err;
+    });
+    if (duplicate) {
+      const other = await col.findOne({ _id: entry._id }, { projection: { status: 1 } });
+      // Written by another replica's materialize meanwhile: the entry is an ordinary one now.
+      if (!other) {
+        await dequeue(entry._id);
+        return;
+      }
+    }
+    view.delete(entry._id);
+    await queue.updateOne(
+      { _id: entry._id },
+      { $set: { due: entry.due, leaseUntil: EPOCH, ...(parked ? { parked: true } : {}) }, $unset: { delivery: '', claim: '', ...(parked ? {} : { parked: '' }) } },
+    );
+    if (!parked) see(entry._id, entry.webhookId, entry.due);
+  }
+
+  /** Claims of unwritten entries: records inserted in their final (or retry) state. Answers which took. */
+  async function insertResults(items: readonly { claim: ClaimedDelivery; result: DeliveryResult }[], now: Date): Promise<boolean[]> {
+    if (items.length === 0) return [];
+    // The insert is the lock on the result: a record already there (another replica's claim of this entry after
+    // the lease lapsed, or another delivery of the pair) means this claim was lost.
+    const duplicates = await insertManyReportingDuplicates(col, items.map(({ claim, result }) => docOf(
+      { ...claim.record, ...result, updatedAt: now }, { finishedBy: claim.leaseToken },
+    )));
+    return items.map((_, i) => !duplicates.has(i));
+  }
+
+  /** Claims of stored records: their results in one bulk write. Answers which took. */
+  async function updateResults(items: readonly { claim: ClaimedDelivery; result: DeliveryResult }[], now: Date): Promise<boolean[]> {
+    if (items.length === 0) return [];
+    const written = await bulkWriteInChunks(col, items.map(({ claim, result }): AnyBulkWriteOperation<DeliveryDoc> => ({
+      updateOne: {
+        filter: { _id: claim.record.id, leaseToken: claim.leaseToken },
+        update: { $set: { ...result, updatedAt: now, leaseUntil: EPOCH, finishedBy: claim.leaseToken }, $unset: { leaseToken: '' } },
+      },
+    })));
+    // A lost claim (its lease lapsed and another replica took it) wrote nothing: when some did not take, each
+    // record tells by the token of the result it holds.
+    if (written.matchedCount === items.length) return items.map(() => true);
+    const docs = await Promise.all(items.map(({ claim }) => col.findOne({ _id: claim.record.id }, { projection: { finishedBy: 1 } })));
+    return items.map(({ claim }, i) => docs[i]?.finishedBy === claim.leaseToken);
   }
 
   /**
@@ -366,24 +482,27 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
    */
   async function insertNew(inputs: readonly PendingInput[], lease?: { until: Date; token: string }): Promise<DeliveryDoc[]> {
     if (inputs.length === 0) return [];
-    const ids = inputs.map(() => newId('whd'));
+    const ids = inputs.map((input) => deliveryIdOf(input.webhookId, input.eventId));
     const leaseUntil = lease?.until ?? EPOCH;
     // The entries first: a crash between the two writes leaves orphan entries (dropped by the claims), never an
-    // unqueued delivery. An entry gets a fresh id every time, so the entries written here are this call's own.
-    await queue.insertMany(inputs.map((input, i): QueueDoc => ({
+    // unqueued delivery. A pair whose entry is there already (its delivery pending, or claimed at fan-out and not
+    // written yet) makes nothing more.
+    const queued = await insertManyReportingDuplicates(queue, inputs.map((input, i): QueueDoc => ({
       _id: ids[i]!, webhookId: input.webhookId, due: input.now, leaseUntil, ...(lease ? { claim: lease.token } : {}), createdAt: input.now,
     })));
+    const fresh = inputs.map((_, i) => i).filter((i) => !queued.has(i));
+    if (fresh.length === 0) return [];
     // Records that failed for another reason than a duplicate keep their entries: the claims drop those without a record.
-    const docs = inputs.map((input, i): DeliveryDoc => ({
-      _id: ids[i]!, teamId: input.teamId, webhookId: input.webhookId, eventId: input.eventId, type: input.type,
-      payload: input.payload, status: 'PENDING', attempt: 0, nextAttemptAt: input.now, lastError: null, responseStatus: null,
-      responseTimeMs: null, responseText: null, createdAt: input.now, updatedAt: input.now, leaseUntil,
+    const docs = fresh.map((i): DeliveryDoc => ({
+      _id: ids[i]!, teamId: inputs[i]!.teamId, webhookId: inputs[i]!.webhookId, eventId: inputs[i]!.eventId, type: inputs[i]!.type,
+      payload: inputs[i]!.payload, status: 'PENDING', attempt: 0, nextAttemptAt: inputs[i]!.now, lastError: null, responseStatus: null,
+      responseTimeMs: null, responseText: null, createdAt: inputs[i]!.now, updatedAt: inputs[i]!.now, leaseUntil,
       ...(lease ? { leaseToken: lease.token } : {}),
     }));
     const duplicates = await insertManyReportingDuplicates(col, docs);
     // A (webhook, event) pair that already had a delivery (a redelivered event): its new entry goes again, in one
     // write (a redelivery is rare; an entry left by a failure here is dropped by the claims as an orphan).
-    if (duplicates.size > 0) await queue.deleteMany({ _id: { $in: [...duplicates].map((i) => ids[i]!) } }).catch(() => undefined);
+    if (duplicates.size > 0) await queue.deleteMany({ _id: { $in: [...duplicates].map((i) => docs[i]!._id) } }).catch(() => undefined);
     return docs.filter((_, i) => !duplicates.has(i));
   }
 
@@ -393,11 +512,46 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
     return made.length;
   }
 
-  async function createClaimedMany(inputs: readonly PendingInput[], now: Date, leaseMs: number): Promise<ClaimedDelivery[]> {
+  async function createClaimedMany(given: readonly PendingInput[], now: Date, leaseMs: number): Promise<ClaimedDelivery[]> {
+    const inputs = await unrecorded(given);
+    if (inputs.length === 0) return [];
     const leaseToken = randomUUID();
-    // Not put in view: they are leased (a claim would pass them by), and their record is the claim's.
-    const made = await insertNew(inputs, { until: new Date(now.getTime() + leaseMs), token: leaseToken });
-    return made.map((d) => ({ record: toRecord(d), leaseToken, scheduled: true }));
+    const leaseUntil = new Date(now.getTime() + leaseMs);
+    // Only the queue entries, carrying the deliveries: the record is written once, with the first attempt's result
+    // (an insert, where a pending record would be inserted and then rewritten). A crash leaves the entries claimable
+    // when the lease ends; a claim then writes the pending record first. Not put in view: they are leased.
+    // A pair with a record or an entry already makes nothing.
+    const all = inputs.map((input): QueueDoc => ({
+      _id: deliveryIdOf(input.webhookId, input.eventId), webhookId: input.webhookId, due: input.now, leaseUntil, claim: leaseToken, createdAt: input.now,
+      teamId: input.teamId, delivery: { eventId: input.eventId, type: input.type, payload: input.payload },
+    }));
+    // A pair whose entry is there already (the same event twice) is not this call's.
+    const duplicates = await insertManyReportingDuplicates(queue, all);
+    const entries = all.filter((_, i) => !duplicates.has(i));
+    return entries.map((e) => ({ record: unwrittenRecord(e as QueueDoc & { teamId: string; delivery: NonNullable<QueueDoc['delivery']> }), leaseToken, scheduled: true, unwritten: true }));
+  }
+
+  /**
+   * The inputs whose pair has no record yet (an event published again, past the stream's duplicate window, finds its
+   * delivery's record here), read by `_id` in parallel: the launcher serialises writes, not reads, and an `_id`
+   * read is one row. A pair whose entry is still there is refused by the entry's insert.
+   */
+  async function unrecorded(inputs: readonly PendingInput[]): Promise<PendingInput[]> {
+    const found = await Promise.all(inputs.map((i) => col.findOne({ _id: deliveryIdOf(i.webhookId, i.eventId) }, { projection: { _id: 1 } })));
+    return inputs.filter((_, i) => found[i] === null);
+  }
+
+  async function createQueuedMany(given: readonly PendingInput[]): Promise<number> {
+    const inputs = await unrecorded(given);
+    if (inputs.length === 0) return 0;
+    const all = inputs.map((input): QueueDoc & { teamId: string; delivery: NonNullable<QueueDoc['delivery']> } => ({
+      _id: deliveryIdOf(input.webhookId, input.eventId), webhookId: input.webhookId, due: input.now, leaseUntil: EPOCH, createdAt: input.now,
+      teamId: input.teamId, delivery: { eventId: input.eventId, type: input.type, payload: input.payload },
+    }));
+    const duplicates = await insertManyReportingDuplicates(queue, all);
+    const entries = all.filter((_, i) => !duplicates.has(i));
+    for (const e of entries) see(e._id, e.webhookId, e.due, unwrittenRecord(e), true);
+    return entries.length;
   }
 
   async function claimDueMany(now: Date, leaseMs: number, exclude: readonly string[], slots: (webhookId: string) => number): Promise<ClaimedDelivery[]> {
@@ -414,12 +568,17 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
       const webhookId = view.get(first)!.webhookId;
       const ids = pickOf(webhookId, now, Math.max(1, slots(webhookId)));
       const known = new Map(ids.map((id) => [id, view.get(id)?.record]));
+      // Entries carrying their delivery (no record yet): the entry's lease is the whole claim.
+      const fresh = new Set(ids.filter((id) => view.get(id)?.unwritten === true));
       for (const id of ids) view.delete(id);
       // The entries are leased too, in one write: other workers pass them by, and a crash makes them claimable
       // again when the lease ends. The round's token tells which leases took when not all did.
       const round = randomUUID();
       const leased = await bulkWriteInChunks(queue, ids.map((id): AnyBulkWriteOperation<QueueDoc> => ({
-        updateOne: { filter: { _id: id, parked: { $ne: true }, due: { $lte: now }, leaseUntil: { $lte: now } }, update: { $set: { leaseUntil, claim: round } } },
+        updateOne: {
+          filter: { _id: id, parked: { $ne: true }, due: { $lte: now }, leaseUntil: { $lte: now }, ...(fresh.has(id) ? { delivery: { $exists: true } } : {}) },
+          update: { $set: { leaseUntil, claim: round } },
+        },
       })));
       let mine = ids;
       if (leased.matchedCount === 0) mine = [];
@@ -427,6 +586,10 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
         const entries = await Promise.all(ids.map((id) => queue.findOne({ _id: id }, { projection: { claim: 1 } })));
         mine = ids.filter((_, j) => entries[j]?.claim === round);
       }
+      const freshClaims = mine.filter((id) => fresh.has(id))
+        .map((id): ClaimedDelivery => ({ record: known.get(id)!, leaseToken: round, scheduled: true, unwritten: true }));
+      mine = mine.filter((id) => !fresh.has(id));
+      if (mine.length === 0 && freshClaims.length > 0) return freshClaims;
       // The lock itself is on each record, taken for the whole round in one bulk write (by `_id`, which every store
       // serves from its primary key; one findAndModify per record queued each behind the fan-out's inserts). The
       // round's token says which locks took: a record taken, changed or gone since it came into view is not ours.
@@ -463,13 +626,13 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
         if (entry) await fixStale(entry, now);
         return undefined;
       }));
-      const taken = claims.filter((c): c is ClaimedDelivery => c !== undefined);
+      const taken = [...freshClaims, ...claims.filter((c): c is ClaimedDelivery => c !== undefined)];
       if (taken.length > 0) return taken;
     }
     return [];
   }
 
-  return {
+  const repo: DeliveriesRepository = {
     async ensureIndexes() {
       // One delivery per (webhook, event): a redelivered event never makes a second.
       await col.createIndex({ webhookId: 1, eventId: 1 }, { unique: true, name: 'webhook_event_unique' });
@@ -487,6 +650,8 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
     createPendingMany,
 
     createClaimedMany,
+
+    createQueuedMany,
 
     async insertFinished(input) {
       const doc: DeliveryDoc = {
@@ -515,10 +680,14 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
       );
       // Its queue entry (if any) follows the result when the attempt is recorded.
       if (d && d.leaseToken === leaseToken) return { record: toRecord(d), leaseToken, scheduled: d.status === 'PENDING' };
-      return (await col.countDocuments({ _id: deliveryId, teamId, webhookId }, { limit: 1 })) > 0 ? 'busy' : undefined;
+      if ((await col.countDocuments({ _id: deliveryId, teamId, webhookId }, { limit: 1 })) > 0) return 'busy';
+      // Claimed at fan-out and not attempted yet: its first attempt is on its way.
+      const e = await queue.findOne({ _id: deliveryId, teamId, webhookId }, { projection: { delivery: 1 } });
+      return e?.delivery ? 'busy' : undefined;
     },
 
     async finish(claim, result, now) {
+      if (claim.unwritten) return (await repo.finishMany([{ claim, result }], now))[0];
       const d = await col.findOneAndUpdate(
         { _id: claim.record.id, leaseToken: claim.leaseToken },
         { $set: { ...result, updatedAt: now, leaseUntil: EPOCH }, $unset: { leaseToken: '' } },
@@ -533,27 +702,31 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
 
     async finishMany(items, now) {
       if (items.length === 0) return [];
-      const written = await bulkWriteInChunks(col, items.map(({ claim, result }): AnyBulkWriteOperation<DeliveryDoc> => ({
-        updateOne: {
-          filter: { _id: claim.record.id, leaseToken: claim.leaseToken },
-          update: { $set: { ...result, updatedAt: now, leaseUntil: EPOCH, finishedBy: claim.leaseToken }, $unset: { leaseToken: '' } },
-        },
-      })));
-      // A lost claim (its lease lapsed and another replica took it) wrote nothing: when some did not take, each
-      // record tells by the token of the result it holds.
-      let took = items.map(() => true);
-      if (written.matchedCount < items.length) {
-        const docs = await Promise.all(items.map(({ claim }) => col.findOne({ _id: claim.record.id }, { projection: { finishedBy: 1 } })));
-        took = items.map(({ claim }, i) => docs[i]?.finishedBy === claim.leaseToken);
-      }
+      const fresh = items.filter(({ claim }) => claim.unwritten);
+      const stored = items.filter(({ claim }) => !claim.unwritten);
+      const freshTook = new Map<ClaimedDelivery, boolean>();
+      (await insertResults(fresh, now)).forEach((t, i) => freshTook.set(fresh[i]!.claim, t));
+      const storedTook = new Map<ClaimedDelivery, boolean>();
+      (await updateResults(stored, now)).forEach((t, i) => storedTook.set(stored[i]!.claim, t));
+      const took = items.map(({ claim }) => (claim.unwritten ? freshTook.get(claim) : storedTook.get(claim)) === true);
       const records = items.map(({ claim, result }, i): DeliveryRecord | undefined => (took[i] ? { ...claim.record, ...result, updatedAt: now } : undefined));
       // The results are recorded: a failure here must not undo that. Entries left behind stay leased until the lease
       // ends; then a claim finds each delivery's state and fixes its entry.
       await followMany(records.filter((r): r is DeliveryRecord => r !== undefined)).catch(() => undefined);
+      // An entry still carrying a delivery whose record exists (or whose pair has another delivery) and still held by
+      // this claim is fixed now, so no claim of it posts again.
+      await Promise.all(fresh.filter(({ claim }) => freshTook.get(claim) !== true).map(async ({ claim }) => {
+        const entry = await queue.findOne({ _id: claim.record.id });
+        if (entry?.claim === claim.leaseToken) await fixStale(entry, now);
+      })).catch(() => undefined);
       return records;
     },
 
     async release(claim) {
+      if (claim.unwritten) {
+        await repo.releaseMany([claim]);
+        return;
+      }
       const d = await col.findOneAndUpdate(
         { _id: claim.record.id, leaseToken: claim.leaseToken },
         { $set: { leaseUntil: EPOCH }, $unset: { leaseToken: '' } },
@@ -562,7 +735,24 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
       if (d) await follow(d);
     },
 
-    async releaseMany(claims) {
+    async releaseMany(all) {
+      if (all.length === 0) return;
+      // Unwritten ones get their pending record now (one insert), then their entries are freed without the delivery
+      // (one bulk write, each guarded by this claim's token). A record refused as a duplicate leaves its entry as it
+      // was, only freed: the claim that takes it sorts it out (fixStale).
+      const fresh = all.filter((x) => x.unwritten);
+      if (fresh.length > 0) {
+        const duplicates = await insertManyReportingDuplicates(col, fresh.map((c) => docOf(c.record)));
+        await bulkWriteInChunks(queue, fresh.map((c, i): AnyBulkWriteOperation<QueueDoc> => ({
+          updateOne: {
+            filter: { _id: c.record.id, claim: c.leaseToken },
+            update: duplicates.has(i) ? { $set: { leaseUntil: EPOCH } } : { $set: { leaseUntil: EPOCH }, $unset: { delivery: '', claim: '' } },
+          },
+        })));
+        // With a copy of the record just written (a claim finds it unchanged and need not read it).
+        fresh.forEach((c, i) => see(c.record.id, c.record.webhookId, c.record.createdAt, duplicates.has(i) ? undefined : c.record));
+      }
+      const claims = all.filter((x) => !x.unwritten);
       if (claims.length === 0) return;
       // The records first: an entry freed while its record is still leased only costs a claim one look (fixStale).
       await bulkWriteInChunks(col, claims.map((c): AnyBulkWriteOperation<DeliveryDoc> => ({
@@ -576,6 +766,11 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
     },
 
     async park(claim) {
+      if (claim.unwritten) {
+        const entry = await queue.findOne({ _id: claim.record.id, claim: claim.leaseToken }, { projection: { _id: 1 } });
+        if (entry) await materialize({ _id: claim.record.id, webhookId: claim.record.webhookId, due: claim.record.createdAt }, claim.record, true);
+        return;
+      }
       const d = await col.findOneAndUpdate(
         { _id: claim.record.id, leaseToken: claim.leaseToken },
         { $set: { leaseUntil: EPOCH }, $unset: { leaseToken: '' } },
@@ -595,9 +790,19 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
 
     async cancelPending(webhookId, reason, now) {
       // The queue knows every pending delivery of the webhook; each is then changed by its id.
-      const entries = await queue.find({ webhookId }, { projection: { _id: 1 } }).toArray();
+      const entries = await queue.find({ webhookId }).toArray();
       let n = 0;
       for (const e of entries) {
+        if (isUnwritten(e)) {
+          // Never attempted and no record yet: written as cancelled. A record there already (its first result was
+          // written just before a crash) is cancelled below like any pending one.
+          const cancelled = docOf({ ...unwrittenRecord(e), status: 'FAILED', nextAttemptAt: null, lastError: reason, updatedAt: now });
+          if (await col.insertOne(cancelled).then(() => true, (err: unknown) => { if (isDuplicateKeyError(err)) return false; throw err; })) {
+            n++;
+            await dequeue(e._id);
+            continue;
+          }
+        }
         const res = await col.updateOne(
           { _id: e._id, status: 'PENDING' },
           { $set: { status: 'FAILED', nextAttemptAt: null, lastError: reason, updatedAt: now }, $unset: { parked: '' } },
@@ -611,16 +816,36 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
 
     async get(teamId, webhookId, id) {
       const d = await col.findOne({ _id: id, teamId, webhookId });
-      return d ? toRecord(d) : undefined;
+      if (d) return toRecord(d);
+      // Claimed at fan-out, not attempted yet: pending, as its entry holds it.
+      const e = await queue.findOne({ _id: id, teamId, webhookId });
+      return e && isUnwritten(e) ? unwrittenRecord(e) : undefined;
     },
 
     async list(teamId, webhookId, q) {
       const filter: Filter<DeliveryDoc> = { teamId, webhookId, ...(q.status ? { status: q.status } : {}) };
+      // Deliveries claimed at fan-out and not attempted yet are pending entries without a record: merged in (a few
+      // hundred at most, what the worker holds; the queue is small beside the records).
+      const fresh = q.status === undefined || q.status === 'PENDING'
+        ? (await queue.find({ teamId, webhookId, delivery: { $exists: true } }).toArray()).filter(isUnwritten).map(unwrittenRecord)
+        : [];
+      if (fresh.length === 0) {
+        const [docs, count] = await Promise.all([
+          col.find(filter).sort({ createdAt: -1, _id: -1 }).skip(q.skip).limit(q.limit).toArray(),
+          col.countDocuments(filter),
+        ]);
+        return { records: docs.map(toRecord), count };
+      }
       const [docs, count] = await Promise.all([
-        col.find(filter).sort({ createdAt: -1, _id: -1 }).skip(q.skip).limit(q.limit).toArray(),
+        col.find(filter).sort({ createdAt: -1, _id: -1 }).limit(q.skip + q.limit).toArray(),
         col.countDocuments(filter),
       ]);
-      return { records: docs.map(toRecord), count };
+      // An entry whose record was just written (its entry not yet removed) shows once, as its record.
+      const seen = new Set(docs.map((d) => d._id));
+      const extra = fresh.filter((r) => !seen.has(r.id));
+      const merged = [...docs.map(toRecord), ...extra]
+        .sort((a, b) => b.createdAt.getTime() - a.createdAt.getTime() || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
+      return { records: merged.slice(q.skip, q.skip + q.limit), count: count + extra.length };
     },
 
     async nextDueAt(now, exclude) {
@@ -654,4 +879,5 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
       return n;
     },
   };
+  return repo;
 }

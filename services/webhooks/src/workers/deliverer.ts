@@ -7,6 +7,8 @@ import type { ClaimedDelivery, DeliveriesRepository, DeliveryRecord, DeliveryRes
 import type { WebhookRecord, WebhooksRepository } from '../repositories/webhooks.repository.js';
 
 export const CANCELLED_WEBHOOK_DELETED = 'cancelled: webhook deleted';
+/** How stale a webhook's `lastSuccessAt` may get while every attempt to it succeeds (rounds skip the write meanwhile). */
+export const SUCCESS_WRITE_GRANULARITY_MS = 1_000;
 
 export interface Deliverer {
   /**
@@ -78,6 +80,15 @@ export function createDeliverer(deps: {
     return { claim, result, at, outcome, written };
   }
 
+  /**
+   * A webhook read at the round's start that needs no success written: no failure counted or seen since its last
+   * success, which is under SUCCESS_WRITE_GRANULARITY_MS old. A busy endpoint's rounds then write its health about
+   * once a second instead of once per round; `lastSuccessAt` lags by at most that. A failure is always written.
+   */
+  const healthy = (w: WebhookRecord, at: Date): boolean => w.consecutiveFailures === 0 && w.lastSuccessAt !== null
+    && (w.lastFailureAt === null || w.lastFailureAt.getTime() < w.lastSuccessAt.getTime())
+    && at.getTime() - w.lastSuccessAt.getTime() < SUCCESS_WRITE_GRANULARITY_MS;
+
   const logOf = (d: DeliveryRecord) => deps.logger.child({ deliveryId: d.id, webhookId: d.webhookId, eventId: d.eventId, eventType: d.type });
 
   async function attemptRound(
@@ -107,7 +118,7 @@ export function createDeliverer(deps: {
     let lastSuccess = -1;
     kept.forEach((s, i) => { if (s.result.ok) lastSuccess = i; });
     const { teamId, id } = webhook;
-    if (lastSuccess >= 0) await deps.webhooks.recordSuccess(teamId, id, kept[lastSuccess]!.at);
+    if (lastSuccess >= 0 && !healthy(webhook, kept[lastSuccess]!.at)) await deps.webhooks.recordSuccess(teamId, id, kept[lastSuccess]!.at);
     const failedBefore = kept.slice(0, Math.max(lastSuccess, 0)).filter((s) => !s.result.ok);
     const lastFailedBefore = failedBefore[failedBefore.length - 1];
     const after = kept.slice(lastSuccess + 1).filter((s) => !s.result.ok);

@@ -131,6 +131,57 @@ describe('delivery queue', () => {
     expect(await repoA.claimDue(new Date(), 30_000, [])).toBeUndefined();
   });
 
+  it('a delivery claimed at fan-out is listed as pending from its entry, written once with its result, and a release or a lapsed lease writes it pending', async () => {
+    const input = (eventId: string) => ({ teamId: 'team_q', webhookId: 'wh_fresh', eventId, type: 'email.sent', payload: `{"id":"${eventId}"}`, now: new Date() });
+    const [a, b, c] = await repoA.createClaimedMany([input('evt_f1'), input('evt_f2'), input('evt_f3')], new Date(), 1_000);
+    expect(await db.collection('deliveries').countDocuments({ webhookId: 'wh_fresh' })).toBe(0);
+    // Listed and read as pending before any attempt; another team sees nothing.
+    const listed = await repoB.list('team_q', 'wh_fresh', { skip: 0, limit: 10 });
+    expect(listed.count).toBe(3);
+    expect(listed.records.map((r) => [r.status, r.attempt, r.payload])).toEqual(expect.arrayContaining([['PENDING', 0, '{"id":"evt_f1"}']]));
+    expect((await repoB.get('team_q', 'wh_fresh', a!.record.id))?.status).toBe('PENDING');
+    expect(await repoB.get('team_other', 'wh_fresh', a!.record.id)).toBeUndefined();
+    expect((await repoB.list('team_other', 'wh_fresh', { skip: 0, limit: 10 })).count).toBe(0);
+    expect(await repoB.claimForRetry('team_q', 'wh_fresh', a!.record.id, new Date(), 30_000)).toBe('busy');
+
+    // The first result is the record's first write; its entry goes.
+    const [done] = await repoA.finishMany([{ claim: a!, result: { ...success, attempt: 1 } }], new Date());
+    expect(done?.status).toBe('SUCCESS');
+    expect(await db.collection('deliveries').findOne({ _id: a!.record.id } as never)).toMatchObject({ status: 'SUCCESS', attempt: 1, eventId: 'evt_f1' });
+    expect(await db.collection('delivery_queue').countDocuments({ _id: a!.record.id } as never)).toBe(0);
+    expect((await repoB.list('team_q', 'wh_fresh', { skip: 0, limit: 10, status: 'SUCCESS' })).count).toBe(1);
+
+    // Released unattempted: a pending record, claimable by anyone at once.
+    await repoA.releaseMany([b!]);
+    expect(await db.collection('deliveries').findOne({ _id: b!.record.id } as never)).toMatchObject({ status: 'PENDING', attempt: 0 });
+    // Never attempted and its lease lapsed (a crash): a claim writes its pending record first, then takes it.
+    await sleep(1_100);
+    const claimed = await drain(repoB, ['wh_done_0', 'wh_done_1', 'wh_done_2', 'wh_done_3', 'wh_done_4', 'wh_done_5', 'wh_done_6']);
+    expect(claimed.map((x) => x.record.id).sort()).toEqual([b!.record.id, c!.record.id].sort());
+    expect(claimed.every((x) => x.record.status === 'PENDING' && x.record.attempt === 0)).toBe(true);
+    // The released one has its record now; the lapsed one is still only its entry, claimed by its lease.
+    expect(claimed.find((x) => x.record.id === b!.record.id)?.unwritten).not.toBe(true);
+    expect(claimed.find((x) => x.record.id === c!.record.id)?.unwritten).toBe(true);
+    const records = await Promise.all(claimed.map((x) => repoB.finish(x, { ...success, attempt: 1 }, new Date())));
+    expect(records.every((r) => r?.status === 'SUCCESS')).toBe(true);
+    // The lapsed claim's late result is lost: the record is the new claim's.
+    expect(await repoA.finishMany([{ claim: c!, result: { ...success, attempt: 2 } }], new Date())).toEqual([undefined]);
+    expect(await db.collection('deliveries').findOne({ _id: c!.record.id } as never)).toMatchObject({ attempt: 1 });
+    const all = await repoB.list('team_q', 'wh_fresh', { skip: 0, limit: 10 });
+    expect(all.count).toBe(3);
+    expect(all.records.every((r) => r.status === 'SUCCESS')).toBe(true);
+    expect(await db.collection('delivery_queue').countDocuments({ webhookId: 'wh_fresh' })).toBe(0);
+  });
+
+  it('cancelling a webhook writes its unattempted deliveries claimed at fan-out as FAILED', async () => {
+    const [a] = await repoA.createClaimedMany([{ teamId: 'team_q', webhookId: 'wh_gone', eventId: 'evt_g1', type: 'email.sent', payload: '{}', now: new Date() }], new Date(), 30_000);
+    expect(await repoA.cancelPending('wh_gone', 'cancelled: webhook deleted', new Date())).toBe(1);
+    expect(await repoB.get('team_q', 'wh_gone', a!.record.id)).toMatchObject({ status: 'FAILED', lastError: 'cancelled: webhook deleted', attempt: 0 });
+    expect(await db.collection('delivery_queue').countDocuments({ webhookId: 'wh_gone' })).toBe(0);
+    // The claim's late result is lost.
+    expect(await repoA.finishMany([{ claim: a!, result: { ...success, attempt: 1 } }], new Date())).toEqual([undefined]);
+  });
+
   it('two replicas claiming at once never attempt one delivery twice, and every delivery ends once', async () => {
     const N = 30;
     for (let i = 0; i < N; i++) await createPending(raceA, `wh_r${i % 3}`, `evt_r${i}`);

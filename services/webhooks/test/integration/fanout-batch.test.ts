@@ -55,7 +55,7 @@ afterAll(async () => {
 });
 
 describe('fan-out in batches', () => {
-  it('stores a batch of N events for one webhook with one insert per collection, whatever N, and a redelivered batch adds nothing', async () => {
+  it('stores a batch of N events for one webhook with one insert of queue entries, whatever N, and a redelivered batch adds nothing', async () => {
     const handler = createFanoutBatchHandler({ webhooks, deliveries });
     // The team's webhooks come from memory after the first look.
     await webhooks.subscribed(TEAM, 'email.delivered', new Date());
@@ -64,19 +64,40 @@ describe('fan-out in batches', () => {
     const big = [...events(150), ...events(40, 'email.sent'), ...events(10, 'email.bounced')];
     const forSmall = await ops(() => handler(batchOf(small), { log: logger }));
     const forBig = await ops(() => handler(batchOf(big), { log: logger }));
-    expect(forSmall.writes).toEqual(['insert:delivery_queue', 'insert:deliveries']);
+    // Queue entries carrying the deliveries; the records are written with the first results.
+    expect(forSmall.writes).toEqual(['insert:delivery_queue']);
     expect(forBig.writes).toEqual(forSmall.writes);
-    expect(forBig.all).toEqual(forSmall.all);
-    expect(await db.collection('deliveries').countDocuments({})).toBe(3 + 190);
+    // Besides, one read by `_id` per delivery (an event published again finds its record); nothing else.
+    expect(forSmall.all.filter((c) => !c.startsWith('insert:'))).toEqual(Array.from({ length: 3 }, () => 'find:deliveries'));
+    expect(forBig.all.filter((c) => !c.startsWith('insert:'))).toEqual(Array.from({ length: 190 }, () => 'find:deliveries'));
+    expect(await db.collection('deliveries').countDocuments({})).toBe(0);
     expect(await db.collection('delivery_queue').countDocuments({})).toBe(3 + 190);
 
-    // The same batch again (a crash before the acks): no delivery twice, and the entries it wrote go again.
-    const again = await ops(() => handler(batchOf([...big, ...events(2)]), { log: logger }));
+    // A claim of entries that carry their deliveries is their lease alone (one write, nothing read), and their
+    // results are one insert of the records and one delete of the entries.
+    const claimed = await ops(() => deliveries.claimDueMany(new Date(), 30_000, [], () => 5));
+    const round = claimed.value;
+    expect(round).toHaveLength(5);
+    expect(claimed.writes).toEqual(['update:delivery_queue']);
+    expect(claimed.all.filter((c) => c === 'find:deliveries')).toEqual([]);
+    expect(round.every((c) => c.unwritten)).toBe(true);
+    const ok = { status: 'SUCCESS' as const, attempt: 1, lastError: null, nextAttemptAt: null, responseStatus: 200, responseTimeMs: 3, responseText: 'ok' };
+    const finished = await ops(() => deliveries.finishMany(round.map((claim) => ({ claim, result: ok })), new Date()));
+    expect(finished.writes).toEqual(['insert:deliveries', 'delete:delivery_queue']);
+    expect(await db.collection('deliveries').countDocuments({ status: 'SUCCESS' })).toBe(5);
+
+    // The same batch again (a crash before the acks), with two new events: no delivery twice. A pair whose entry is
+    // there (each delivery's id is its pair's) makes nothing; a recorded one's new entry goes again.
+    const again = await ops(() => handler([...small, ...big, ...events(2)].map((event) => ({ event, deliveryCount: 2 })), { log: logger }));
     expect(again.writes).toEqual(['insert:delivery_queue', 'insert:deliveries', 'delete:delivery_queue']);
-    expect(await db.collection('deliveries').countDocuments({})).toBe(3 + 190 + 2);
-    expect(await db.collection('delivery_queue').countDocuments({})).toBe(3 + 190 + 2);
+    expect(await db.collection('deliveries').countDocuments({})).toBe(5 + 2);
+    expect(await db.collection('delivery_queue').countDocuments({})).toBe(3 + 190 - 5 + 2);
     const pairs = await db.collection('deliveries').find({}, { projection: { _id: 0, webhookId: 1, eventId: 1 } }).toArray();
     expect(new Set(pairs.map((p) => `${String(p.webhookId)}/${String(p.eventId)}`)).size).toBe(pairs.length);
+
+    // The rest given back unattempted: written as pending records (for the next test's claims).
+    await deliveries.releaseMany(await deliveries.claimDueMany(new Date(), 30_000, [], () => 500));
+    expect(await db.collection('deliveries').countDocuments({ status: 'PENDING' })).toBe(3 + 190 - 5 + 2);
   });
 
   it('claims a round of one webhook with one queue write, and records its results with one write per collection', async () => {
@@ -101,7 +122,7 @@ describe('fan-out in batches', () => {
     })), at));
     expect(finished.value.every((r) => r !== undefined)).toBe(true);
     expect(finished.writes.sort()).toEqual(['delete:delivery_queue', 'update:deliveries', 'update:delivery_queue']);
-    expect(await db.collection('deliveries').countDocuments({ status: 'SUCCESS' })).toBe(15);
+    expect(await db.collection('deliveries').countDocuments({ status: 'SUCCESS' })).toBe(5 + 15);
     const retried = await db.collection('delivery_queue').findOne({ _id: round[0]!.record.id as never });
     expect(retried?.due).toEqual(new Date(at.getTime() + 60_000));
 

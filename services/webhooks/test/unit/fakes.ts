@@ -108,6 +108,9 @@ export function fakeDeliveries(): DeliveriesRepository & { rows: Map<string, Row
       for (const input of inputs) if (await this.createPending(input)) n++;
       return n;
     },
+    async createQueuedMany(inputs) {
+      return this.createPendingMany(inputs);
+    },
     async createClaimedMany(inputs, now, leaseMs) {
       const leaseToken = randomUUID();
       const out: ClaimedDelivery[] = [];

@@ -1,6 +1,7 @@
 import type { EventEnvelope } from '@mailfleet/kit';
 import { describe, expect, it } from 'vitest';
 import { createFanoutHandler } from '../../src/events/fanout.consumer.js';
+import { deliveryIdOf } from '../../src/repositories/deliveries.repository.js';
 import { withSubscriptionCache } from '../../src/repositories/subscription-cache.js';
 import { fakeDeliveries, fakeWebhooks, silentLogger } from './fakes.js';
 
@@ -57,5 +58,12 @@ describe('fan-out consumer', () => {
     await s.handler(event('domain.created', { createdAt: '2025-12-31T23:58:00.000Z' }), meta);
     expect(s.deliveries.rows.size).toBe(0);
     expect(s.kicks()).toBe(0);
+  });
+
+  it('derives a delivery id from its (webhook, event) pair: the same for the same pair, shaped like any other id', () => {
+    const id = deliveryIdOf('wh_1', 'evt_1');
+    expect(id).toMatch(/^whd_[0-9A-Za-z]{22}$/);
+    expect(deliveryIdOf('wh_1', 'evt_1')).toBe(id);
+    expect(new Set([id, deliveryIdOf('wh_2', 'evt_1'), deliveryIdOf('wh_1', 'evt_2'), deliveryIdOf('wh_1e', 'vt_1')]).size).toBe(4);
   });
 });
