@@ -239,6 +239,8 @@ function toRecord(d: DeliveryDoc): DeliveryRecord {
 }
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+/** Ids per `_id: {$in}` filter: the embedded FerretDB reads up to 1,000 through its primary key (deploy/ferretdb/patches.json). */
+const IN_CHUNK = 500;
 
 /**
  * The id of the delivery of an event to a webhook: derived from the pair, in the shape of `newId('whd')`, so the
@@ -381,18 +383,21 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
     else await dequeue(d._id);
   }
 
-  /** `follow` for a round of results: the entries of all of them in one bulk write. */
+  /**
+   * `follow` for a round of results: the finished ones' entries go in one `_id: {$in}` delete (one statement, read
+   * through the primary key on MongoDB and on the embedded FerretDB), the retries' in one bulk write.
+   */
   async function followMany(records: readonly DeliveryRecord[]): Promise<void> {
     for (const r of records) view.delete(r.id);
-    await bulkWriteInChunks(queue, records.map((r): AnyBulkWriteOperation<QueueDoc> => (r.status === 'PENDING'
-      ? {
-        updateOne: {
-          filter: { _id: r.id },
-          update: { $set: { webhookId: r.webhookId, due: r.nextAttemptAt ?? new Date(), leaseUntil: EPOCH }, $unset: { parked: '', delivery: '' }, $setOnInsert: { createdAt: new Date() } },
-          upsert: true,
-        },
-      }
-      : { deleteOne: { filter: { _id: r.id } } })));
+    const done = records.filter((r) => r.status !== 'PENDING').map((r) => r.id);
+    for (let i = 0; i < done.length; i += IN_CHUNK) await queue.deleteMany({ _id: { $in: done.slice(i, i + IN_CHUNK) } });
+    await bulkWriteInChunks(queue, records.filter((r) => r.status === 'PENDING').map((r): AnyBulkWriteOperation<QueueDoc> => ({
+      updateOne: {
+        filter: { _id: r.id },
+        update: { $set: { webhookId: r.webhookId, due: r.nextAttemptAt ?? new Date(), leaseUntil: EPOCH }, $unset: { parked: '', delivery: '' }, $setOnInsert: { createdAt: new Date() } },
+        upsert: true,
+      },
+    })));
     for (const r of records) if (r.status === 'PENDING') see(r.id, r.webhookId, r.nextAttemptAt ?? new Date(), r);
   }
 
@@ -533,12 +538,15 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
 
   /**
    * The inputs whose pair has no record yet (an event published again, past the stream's duplicate window, finds its
-   * delivery's record here), read by `_id` in parallel: the launcher serialises writes, not reads, and an `_id`
-   * read is one row. A pair whose entry is still there is refused by the entry's insert.
+   * delivery's record here), read by `_id: {$in}`. A pair whose entry is still there is refused by the entry's insert.
    */
   async function unrecorded(inputs: readonly PendingInput[]): Promise<PendingInput[]> {
-    const found = await Promise.all(inputs.map((i) => col.findOne({ _id: deliveryIdOf(i.webhookId, i.eventId) }, { projection: { _id: 1 } })));
-    return inputs.filter((_, i) => found[i] === null);
+    const ids = inputs.map((i) => deliveryIdOf(i.webhookId, i.eventId));
+    const found = new Set<string>();
+    for (let i = 0; i < ids.length; i += IN_CHUNK) {
+      for (const d of await col.find({ _id: { $in: ids.slice(i, i + IN_CHUNK) } }, { projection: { _id: 1 } }).toArray()) found.add(d._id);
+    }
+    return inputs.filter((_, i) => !found.has(ids[i]!));
   }
 
   async function createQueuedMany(given: readonly PendingInput[]): Promise<number> {
@@ -583,8 +591,8 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
       let mine = ids;
       if (leased.matchedCount === 0) mine = [];
       else if (leased.matchedCount < ids.length) {
-        const entries = await Promise.all(ids.map((id) => queue.findOne({ _id: id }, { projection: { claim: 1 } })));
-        mine = ids.filter((_, j) => entries[j]?.claim === round);
+        const ours = new Set((await queue.find({ _id: { $in: ids }, claim: round }, { projection: { _id: 1 } }).toArray()).map((e) => e._id));
+        mine = ids.filter((id) => ours.has(id));
       }
       const freshClaims = mine.filter((id) => fresh.has(id))
         .map((id): ClaimedDelivery => ({ record: known.get(id)!, leaseToken: round, scheduled: true, unwritten: true }));
@@ -610,8 +618,8 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
         };
       }));
       const allTook = locked.matchedCount === mine.length;
-      // Otherwise reads by `_id`, in parallel: the launcher serialises writes, not reads (and `$in` would scan on
-      // FerretDB); the round's token on a record says the lock took.
+      // Otherwise reads by `_id`, in parallel (the launcher serialises writes, not reads); the round's token on a
+      // record says the lock took.
       const docs = await Promise.all(mine.map(async (id): Promise<DeliveryRecord | undefined> => {
         const rec = known.get(id);
         if (allTook && rec) return rec;
