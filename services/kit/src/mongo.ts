@@ -1,4 +1,4 @@
-import { MongoClient, type AnyBulkWriteOperation, type Collection, type Db, type Document } from 'mongodb';
+import { MongoClient, type AnyBulkWriteOperation, type Collection, type Db, type Document, type Filter, type FindOptions, type WithId } from 'mongodb';
 
 export interface MongoHandle {
   readonly client: MongoClient;
@@ -39,6 +39,23 @@ export async function connectMongo(opts: { url: string; dbName: string; appName:
  */
 export async function isFerretDb(db: Db): Promise<boolean> {
   return db.command({ buildInfo: 1 }).then((info) => 'ferretdbVersion' in info, () => false);
+}
+
+/**
+ * Ids per `_id: {$in}` filter: MongoDB reads them through its `_id` index, and the embedded FerretDB through its
+ * primary key up to 1,000 ids (deploy/ferretdb/patches.json; more would be a scan of the collection there).
+ */
+export const ID_IN_CHUNK = 500;
+
+/** The documents with these ids (and `extra`), read by `_id: {$in}` in chunks of ID_IN_CHUNK. */
+export async function findByIds<D extends Document>(
+  col: Collection<D>, ids: readonly unknown[], extra: Filter<D> = {}, options: FindOptions = {},
+): Promise<WithId<D>[]> {
+  const out: WithId<D>[] = [];
+  for (let i = 0; i < ids.length; i += ID_IN_CHUNK) {
+    out.push(...await col.find({ _id: { $in: ids.slice(i, i + ID_IN_CHUNK) }, ...extra } as Filter<D>, options).toArray());
+  }
+  return out;
 }
 
 /** E11000: a unique index refused the write. */

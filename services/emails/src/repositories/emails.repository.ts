@@ -1,5 +1,5 @@
 import {
-  createEvent, ensureOutboxIndex, insertManyIgnoringDuplicates, NOT_DELETED, outboxEntries, withOutbox, type EventEnvelope, type OutboxDoc, type OutboxEntry,
+  createEvent, ensureOutboxIndex, findByIds, insertManyIgnoringDuplicates, NOT_DELETED, outboxEntries, withOutbox, type EventEnvelope, type OutboxDoc, type OutboxEntry,
 } from '@mailfleet/kit';
 import { Binary, type Collection, type Db, type Document, type Filter, type UpdateFilter } from 'mongodb';
 import { emailEventData, type EmailFacts, type EventExtras } from '../domain/event-data.js';
@@ -358,16 +358,8 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
     });
   }
 
-  /**
-   * Documents by id, in `find _id $in` chunks of 500: MongoDB reads them through the _id index, and the embedded
-   * FerretDB through its primary key up to 1,000 ids (deploy/ferretdb/patches.json).
-   */
   async function byIds<D extends { _id: string }>(c: Collection<D>, ids: readonly string[], extra: Record<string, unknown> = {}): Promise<D[]> {
-    const out: D[] = [];
-    for (let i = 0; i < ids.length; i += 500) {
-      out.push(...((await c.find({ _id: { $in: ids.slice(i, i + 500) }, ...extra } as Filter<D>).toArray()) as D[]));
-    }
-    return out;
+    return (await findByIds(c as unknown as Collection<Document>, ids, extra)) as unknown as D[];
   }
 
   /**

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { insertManyIgnoringDuplicates } from '@mailfleet/kit';
+import { ID_IN_CHUNK, insertManyIgnoringDuplicates } from '@mailfleet/kit';
 import type { Collection, Db, Document, Filter, UpdateFilter } from 'mongodb';
 
 /**
@@ -111,8 +111,6 @@ export interface SendQueueRepository {
 export const CHANGE_OWNER = 'change';
 /** Statements per bulk write (FerretDB v1 holds a SQLite connection per statement of a command until it ends; pool of 100). */
 const MAX_BULK = 25;
-/** Ids per `_id: {$in}` filter: the embedded FerretDB reads up to 1,000 through its primary key (deploy/ferretdb/patches.json). */
-const IN_CHUNK = 500;
 const EPOCH = new Date(0);
 
 export function createSendQueueRepository(db: Db): SendQueueRepository {
@@ -127,7 +125,7 @@ export function createSendQueueRepository(db: Db): SendQueueRepository {
   /** Runs `write` over the ids in `_id: {$in}` chunks; resolves to the summed count it returns. */
   async function manyById(ids: readonly string[], write: (byId: Filter<QueueDoc>) => Promise<number>): Promise<number> {
     let n = 0;
-    for (let i = 0; i < ids.length; i += IN_CHUNK) n += await write({ _id: { $in: ids.slice(i, i + IN_CHUNK) } });
+    for (let i = 0; i < ids.length; i += ID_IN_CHUNK) n += await write({ _id: { $in: ids.slice(i, i + ID_IN_CHUNK) } });
     return n;
   }
   return {

@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { bulkWriteInChunks, isDuplicateKeyError, newId } from '@mailfleet/kit';
+import { bulkWriteInChunks, findByIds, ID_IN_CHUNK, isDuplicateKeyError, newId } from '@mailfleet/kit';
 import { MongoBulkWriteError, type AnyBulkWriteOperation, type Collection, type Db, type Filter } from 'mongodb';
 import type { DeliveryState } from '../domain/retry-policy.js';
 
@@ -239,8 +239,6 @@ function toRecord(d: DeliveryDoc): DeliveryRecord {
 }
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
-/** Ids per `_id: {$in}` filter: the embedded FerretDB reads up to 1,000 through its primary key (deploy/ferretdb/patches.json). */
-const IN_CHUNK = 500;
 
 /**
  * The id of the delivery of an event to a webhook: derived from the pair, in the shape of `newId('whd')`, so the
@@ -390,7 +388,7 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
   async function followMany(records: readonly DeliveryRecord[]): Promise<void> {
     for (const r of records) view.delete(r.id);
     const done = records.filter((r) => r.status !== 'PENDING').map((r) => r.id);
-    for (let i = 0; i < done.length; i += IN_CHUNK) await queue.deleteMany({ _id: { $in: done.slice(i, i + IN_CHUNK) } });
+    for (let i = 0; i < done.length; i += ID_IN_CHUNK) await queue.deleteMany({ _id: { $in: done.slice(i, i + ID_IN_CHUNK) } });
     await bulkWriteInChunks(queue, records.filter((r) => r.status === 'PENDING').map((r): AnyBulkWriteOperation<QueueDoc> => ({
       updateOne: {
         filter: { _id: r.id },
@@ -542,10 +540,7 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
    */
   async function unrecorded(inputs: readonly PendingInput[]): Promise<PendingInput[]> {
     const ids = inputs.map((i) => deliveryIdOf(i.webhookId, i.eventId));
-    const found = new Set<string>();
-    for (let i = 0; i < ids.length; i += IN_CHUNK) {
-      for (const d of await col.find({ _id: { $in: ids.slice(i, i + IN_CHUNK) } }, { projection: { _id: 1 } }).toArray()) found.add(d._id);
-    }
+    const found = new Set((await findByIds(col, ids, {}, { projection: { _id: 1 } })).map((d) => d._id));
     return inputs.filter((_, i) => !found.has(ids[i]!));
   }
 
