@@ -1,5 +1,5 @@
-import { isDuplicateKeyError, isFerretDb } from '@mailfleet/kit';
-import type { Collection, Db, Filter } from 'mongodb';
+import { insertManyIgnoringDuplicates, isDuplicateKeyError, isFerretDb } from '@mailfleet/kit';
+import type { Collection, Db, Document, Filter } from 'mongodb';
 import { emailSummaryOf, type EmailFact, type EmailStatus, type EmailSummary } from '../domain/events.js';
 
 /** One email event of the activity and events feeds (SPEC 2.5 and 4.11). */
@@ -98,24 +98,13 @@ function docOf(fact: EmailFact): FeedDoc {
   };
 }
 
-function onlyDuplicates(err: unknown): boolean {
-  const raw = (err as { writeErrors?: unknown }).writeErrors;
-  const list = (Array.isArray(raw) ? raw : raw ? [raw] : []) as { code?: number; err?: { code?: number } }[];
-  return list.length > 0 ? list.every((w) => (w.code ?? w.err?.code) === 11000) : isDuplicateKeyError(err);
-}
-
 export function createFeedRepository(db: Db): FeedRepository {
   const col: Collection<FeedDoc> = db.collection<FeedDoc>('event_feed');
   const marks = db.collection<{ _id: string; at: Date }>('migrations');
 
+  /** Unordered: everything but the ids already there goes in. */
   async function insertNew(docs: FeedDoc[]): Promise<void> {
-    if (docs.length === 0) return;
-    try {
-      await col.insertMany(docs, { ordered: false });
-    } catch (err) {
-      // Unordered: everything but the duplicates went in; anything else is a real failure.
-      if (!onlyDuplicates(err)) throw err;
-    }
+    if (docs.length > 0) await insertManyIgnoringDuplicates(col as unknown as Collection<Document>, docs);
   }
 
   /**

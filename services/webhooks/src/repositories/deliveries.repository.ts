@@ -252,8 +252,11 @@ export function deliveryIdOf(webhookId: string, eventId: string): string {
   return id;
 }
 
+/** A queue entry carrying a delivery that has no record yet. */
+type UnwrittenEntry = QueueDoc & { teamId: string; delivery: NonNullable<QueueDoc['delivery']> };
+
 /** The PENDING record of a delivery that exists only as a queue entry (claimed at fan-out, no attempt written yet). */
-function unwrittenRecord(e: QueueDoc & { teamId: string; delivery: NonNullable<QueueDoc['delivery']> }): DeliveryRecord {
+function unwrittenRecord(e: UnwrittenEntry): DeliveryRecord {
   return {
     id: e._id, teamId: e.teamId, webhookId: e.webhookId, eventId: e.delivery.eventId, type: e.delivery.type, payload: e.delivery.payload,
     status: 'PENDING', attempt: 0, nextAttemptAt: e.due, lastError: null, responseStatus: null, responseTimeMs: null, responseText: null,
@@ -261,7 +264,15 @@ function unwrittenRecord(e: QueueDoc & { teamId: string; delivery: NonNullable<Q
   };
 }
 
-const isUnwritten = (e: QueueDoc): e is QueueDoc & { teamId: string; delivery: NonNullable<QueueDoc['delivery']> } => e.delivery !== undefined && e.teamId !== undefined;
+/** The queue entry that carries a delivery not yet recorded: `lease` leased (claimed at fan-out) or free. */
+function unwrittenEntry(input: PendingInput, lease: Pick<QueueDoc, 'leaseUntil' | 'claim'>): UnwrittenEntry {
+  return {
+    _id: deliveryIdOf(input.webhookId, input.eventId), webhookId: input.webhookId, due: input.now, createdAt: input.now, ...lease,
+    teamId: input.teamId, delivery: { eventId: input.eventId, type: input.type, payload: input.payload },
+  };
+}
+
+const isUnwritten = (e: QueueDoc): e is UnwrittenEntry => e.delivery !== undefined && e.teamId !== undefined;
 
 /** A record as stored, free (no lease) unless one is given. */
 function docOf(r: DeliveryRecord, extra: Partial<DeliveryDoc> = {}): DeliveryDoc {
@@ -524,14 +535,11 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
     // (an insert, where a pending record would be inserted and then rewritten). A crash leaves the entries claimable
     // when the lease ends; a claim then writes the pending record first. Not put in view: they are leased.
     // A pair with a record or an entry already makes nothing.
-    const all = inputs.map((input): QueueDoc => ({
-      _id: deliveryIdOf(input.webhookId, input.eventId), webhookId: input.webhookId, due: input.now, leaseUntil, claim: leaseToken, createdAt: input.now,
-      teamId: input.teamId, delivery: { eventId: input.eventId, type: input.type, payload: input.payload },
-    }));
+    const all = inputs.map((input) => unwrittenEntry(input, { leaseUntil, claim: leaseToken }));
     // A pair whose entry is there already (the same event twice) is not this call's.
-    const duplicates = await insertManyReportingDuplicates(queue, all);
+    const duplicates = await insertManyReportingDuplicates<QueueDoc>(queue, all);
     const entries = all.filter((_, i) => !duplicates.has(i));
-    return entries.map((e) => ({ record: unwrittenRecord(e as QueueDoc & { teamId: string; delivery: NonNullable<QueueDoc['delivery']> }), leaseToken, scheduled: true, unwritten: true }));
+    return entries.map((e) => ({ record: unwrittenRecord(e), leaseToken, scheduled: true, unwritten: true }));
   }
 
   /**
@@ -547,11 +555,8 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
   async function createQueuedMany(given: readonly PendingInput[]): Promise<number> {
     const inputs = await unrecorded(given);
     if (inputs.length === 0) return 0;
-    const all = inputs.map((input): QueueDoc & { teamId: string; delivery: NonNullable<QueueDoc['delivery']> } => ({
-      _id: deliveryIdOf(input.webhookId, input.eventId), webhookId: input.webhookId, due: input.now, leaseUntil: EPOCH, createdAt: input.now,
-      teamId: input.teamId, delivery: { eventId: input.eventId, type: input.type, payload: input.payload },
-    }));
-    const duplicates = await insertManyReportingDuplicates(queue, all);
+    const all = inputs.map((input) => unwrittenEntry(input, { leaseUntil: EPOCH }));
+    const duplicates = await insertManyReportingDuplicates<QueueDoc>(queue, all);
     const entries = all.filter((_, i) => !duplicates.has(i));
     for (const e of entries) see(e._id, e.webhookId, e.due, unwrittenRecord(e), true);
     return entries.length;
