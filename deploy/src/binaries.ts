@@ -93,7 +93,9 @@ async function ferretDbIsStale(binary: string): Promise<boolean> {
   if (built === undefined) return true;
   const dir = ferretDbSourceDir();
   const sources = (await fsp.readdir(dir)).filter((f) => f.endsWith('.go') || f === 'go.mod' || f === 'go.sum' || f === 'patches.json');
-  for (const source of sources) {
+  const overlays = (await fsp.readdir(path.join(dir, '_overlay'), { recursive: true }).catch(() => [] as string[]))
+    .filter((f) => f.endsWith('.go')).map((f) => path.join('_overlay', f));
+  for (const source of [...sources, ...overlays]) {
     const changed = await mtimeMs(path.join(dir, source));
     if (changed !== undefined && changed > built) return true;
   }
@@ -133,6 +135,26 @@ async function buildFerretDb(binary: string, env: NodeJS.ProcessEnv, log: (m: st
   }
 }
 
+/**
+ * Runs `go test` on packages of the patched FerretDB module (its own tests and
+ * the overlays' tests, against the patched code); resolves with the output,
+ * rejects when a test fails.
+ */
+export async function testPatchedFerretDb(packages: readonly string[], env: NodeJS.ProcessEnv = process.env): Promise<string> {
+  const patched = await writePatchedModfile(env);
+  try {
+    const copy = patched.copies.get(FERRETDB_MODULE);
+    if (!copy) throw new Error(`deploy/ferretdb/patches.json patches nothing of ${FERRETDB_MODULE}`);
+    // FerretDB's test helpers find the repository root by its .git directory, which a module copy lacks.
+    await fsp.mkdir(path.join(copy, '.git'), { recursive: true });
+    return await runGo(['test', '-count=1', ...packages], { cwd: copy, env: goEnv(env) });
+  } finally {
+    await fsp.rm(patched.dir, { recursive: true, force: true });
+  }
+}
+
+const FERRETDB_MODULE = 'github.com/FerretDB/FerretDB';
+
 interface SourcePatch {
   module: string;
   file: string;
@@ -141,26 +163,42 @@ interface SourcePatch {
   count: number;
 }
 
+/** A whole file added to a patched module: `source` is relative to deploy/ferretdb (under _overlay, which the Go tools skip as a package of the launcher). */
+interface SourceOverlay {
+  module: string;
+  file: string;
+  source: string;
+}
+
 /**
  * The patches of deploy/ferretdb/patches.json: each patched module is copied
  * from the module cache into a temporary directory, patched there and used
  * through a temporary go.mod with a `replace` (`go build -modfile`); the
  * module cache and deploy/ferretdb/go.mod stay untouched.
  */
-async function writePatchedModfile(env: NodeJS.ProcessEnv): Promise<{ dir: string; modfile: string }> {
+async function writePatchedModfile(env: NodeJS.ProcessEnv): Promise<{ dir: string; modfile: string; copies: ReadonlyMap<string, string> }> {
   const src = ferretDbSourceDir();
-  const spec = JSON.parse(await fsp.readFile(path.join(src, 'patches.json'), 'utf8')) as { patches: SourcePatch[] };
+  const spec = JSON.parse(await fsp.readFile(path.join(src, 'patches.json'), 'utf8')) as { patches: SourcePatch[]; overlays?: SourceOverlay[] };
   const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'ferretdb-patched-'));
   const copies = new Map<string, string>();
-  for (const [i, patch] of spec.patches.entries()) {
-    let copy = copies.get(patch.module);
+  const copyOf = async (module: string): Promise<string> => {
+    let copy = copies.get(module);
     if (!copy) {
-      const downloaded = JSON.parse(await runGo(['mod', 'download', '-json', patch.module], { cwd: src, env: goEnv(env) })) as { Dir?: string };
-      if (!downloaded.Dir) throw new Error(`go mod download ${patch.module} gave no directory`);
+      const downloaded = JSON.parse(await runGo(['mod', 'download', '-json', module], { cwd: src, env: goEnv(env) })) as { Dir?: string };
+      if (!downloaded.Dir) throw new Error(`go mod download ${module} gave no directory`);
       copy = path.join(dir, `module-${copies.size}`);
       await fsp.cp(downloaded.Dir, copy, { recursive: true });
-      copies.set(patch.module, copy);
+      copies.set(module, copy);
     }
+    return copy;
+  };
+  for (const overlay of spec.overlays ?? []) {
+    const file = path.join(await copyOf(overlay.module), overlay.file);
+    if (await mtimeMs(file) !== undefined) throw new Error(`FerretDB overlay ${overlay.source} would replace ${overlay.file}, which the module has: patch it instead`);
+    await fsp.copyFile(path.join(src, overlay.source), file);
+  }
+  for (const [i, patch] of spec.patches.entries()) {
+    const copy = await copyOf(patch.module);
     const file = path.join(copy, patch.file);
     const source = await fsp.readFile(file, 'utf8');
     const found = source.split(patch.find).length - 1;
@@ -174,7 +212,7 @@ async function writePatchedModfile(env: NodeJS.ProcessEnv): Promise<{ dir: strin
   const modfile = path.join(dir, 'go.mod');
   await fsp.writeFile(modfile, `${await fsp.readFile(path.join(src, 'go.mod'), 'utf8')}\n${replaces}\n`);
   await fsp.copyFile(path.join(src, 'go.sum'), path.join(dir, 'go.sum'));
-  return { dir, modfile };
+  return { dir, modfile, copies };
 }
 
 function goEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {

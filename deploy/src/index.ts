@@ -1,4 +1,4 @@
-export { ensureBinaries, resolveBinaries, NATS_SERVER_MODULE, type Binaries, type EnsureBinariesOptions } from './binaries.js';
+export { ensureBinaries, resolveBinaries, testPatchedFerretDb, NATS_SERVER_MODULE, type Binaries, type EnsureBinariesOptions } from './binaries.js';
 export { startNats, type NatsServer, type StartNatsOptions } from './nats.js';
 export { startFerretDb, type FerretDbServer, type StartFerretDbOptions } from './ferretdb.js';
 export {

@@ -1,0 +1,18 @@
+import { describe, expect, it } from 'vitest';
+import { testPatchedFerretDb } from '../../src/binaries.js';
+
+/**
+ * The embedded FerretDB is built with patches and added files (deploy/ferretdb/patches.json). Its own sjson
+ * tests, and the overlay's comparison of the single-pass decoder with the original on random and altered
+ * documents, run here against the patched source with the Go toolchain the build uses.
+ */
+describe('the patched FerretDB module', () => {
+  it('passes FerretDB\'s sjson tests and the fast decoder\'s comparison with the original', async () => {
+    const out = await testPatchedFerretDb(['-v', './internal/handler/sjson/']);
+    expect(out).toMatch(/--- PASS: TestUnmarshalFastMatchesOriginal/);
+    expect(out).toMatch(/--- PASS: TestUnmarshalFastNeverDisagrees/);
+    expect(out).toMatch(/--- PASS: TestMarshalUnmarshal/);
+    expect(out).not.toMatch(/--- FAIL/);
+    expect(out).toMatch(/^ok\s+github\.com\/FerretDB\/FerretDB\/internal\/handler\/sjson/m);
+  }, 300_000);
+});
