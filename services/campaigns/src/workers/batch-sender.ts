@@ -137,11 +137,20 @@ export function createBatchSender(deps: BatchSenderDeps): BatchSender {
     return { contacts, nextCursor: next };
   }
 
-  async function countTotal(c: Campaign): Promise<number> {
+  /**
+   * The book's sendable contacts, counted page by page. When the batch starts at the book's beginning (a
+   * campaign's first batch), the first page is kept as its read-ahead: the same read serves the count and the
+   * first chunks, one scan of the book less on FerretDB.
+   */
+  async function countTotal(c: Campaign, batchCursor: string | null): Promise<number> {
     let total = 0;
     let cursor: string | null = null;
     for (;;) {
       const page = await deps.upstreams.bookContacts(c.teamId, c.contactBookId ?? '', cursor, COUNT_PAGE);
+      if (cursor === null && batchCursor === null) {
+        ahead.set(c.id, { from: null, contacts: page.contacts, next: page.nextCursor, at: Date.now() });
+        if (ahead.size > MAX_READ_AHEAD_CAMPAIGNS) ahead.delete(ahead.keys().next().value as string);
+      }
       // Subscribed and not suppressed: the emails service refuses suppressed addresses (email.suppressed).
       total += page.contacts.length - (await deps.upstreams.countSuppressed(c.teamId, page.contacts.map((x) => x.email)));
       if (!page.nextCursor) return total;
@@ -223,7 +232,7 @@ export function createBatchSender(deps: BatchSenderDeps): BatchSender {
   async function runBatch(s: SendingState): Promise<void> {
     const c = s.campaign;
     const log = deps.logger.child({ campaignId: c.id, batch: s.batchNo });
-    if (!s.totalCounted) await deps.campaigns.setTotal(c.id, owner, await countTotal(c));
+    if (!s.totalCounted) await deps.campaigns.setTotal(c.id, owner, await countTotal(c, s.cursor));
     const window = Math.max(1, deps.chunksInFlight ?? DEFAULT_CHUNKS_IN_FLIGHT);
     /** The next chunk to plan: where it starts, how much of the batch is planned, its number. */
     let plan = { cursor: s.cursor, sentInBatch: s.sentInBatch, chunkNo: s.chunkNo, done: false };

@@ -18,19 +18,22 @@ const campaign: Campaign = {
  * A fake store that records every move of the cursor, and an emails peer whose answers the test releases
  * one by one, in any order: what the sender stores must never pass a chunk that was not accepted.
  */
-function setup(contactCount: number) {
+function setup(contactCount: number, opts: { totalCounted?: boolean } = {}) {
   const book: BookContact[] = Array.from({ length: contactCount }, (_, i) => ({
     id: `ct_${String(i).padStart(4, '0')}`, email: `r${i}@example.org`, properties: {}, cursor: `c${i}`,
   }));
   const advances: { cursor: string | null; chunkNo: number }[] = [];
   const ends: string[] = [];
+  const totals: number[] = [];
+  /** Every read of the book: where it started. */
+  const reads: (string | null)[] = [];
   let claimed = false;
   const campaigns = {
     startDue: async () => 0,
     claimDue: async (): Promise<SendingState | undefined> => {
       if (claimed) return undefined;
       claimed = true;
-      return { campaign, cursor: null, batchNo: 0, sentInBatch: 0, chunkNo: 0, totalCounted: true, failures: 0 };
+      return { campaign, cursor: null, batchNo: 0, sentInBatch: 0, chunkNo: 0, totalCounted: opts.totalCounted ?? true, failures: 0 };
     },
     advance: async (_id: string, _owner: string, p: { cursor: string | null; chunkNo: number }) => {
       advances.push({ cursor: p.cursor, chunkNo: p.chunkNo });
@@ -40,7 +43,7 @@ function setup(contactCount: number) {
     release: async () => void ends.push('released'),
     backOff: async () => void ends.push('backed off'),
     pauseWithReason: async () => void ends.push('paused'),
-    setTotal: async () => undefined,
+    setTotal: async (_id: string, _o: string, total: number) => void totals.push(total),
   } as unknown as CampaignsRepository;
   const answers = new Map<number, { resolve: () => void; reject: (e: unknown) => void }>();
   /** Every SendBatch, by chunk number; chunks whose every further attempt fails. */
@@ -48,6 +51,7 @@ function setup(contactCount: number) {
   const down = new Set<number>();
   const upstreams: Pick<CampaignUpstreams, 'bookContacts' | 'sendBatch' | 'countSuppressed'> = {
     bookContacts: async (_t, _b, cursor, limit) => {
+      reads.push(cursor);
       const from = cursor === null ? 0 : book.findIndex((c) => c.cursor === cursor) + 1;
       const contacts = book.slice(from, from + limit);
       return { contacts, nextCursor: from + limit < book.length ? contacts[contacts.length - 1]!.cursor : undefined };
@@ -71,10 +75,22 @@ function setup(contactCount: number) {
     for (let i = 0; i < 100 && answers.size < n; i++) await new Promise((r) => setTimeout(r, 1));
     return [...answers.keys()].sort((a, b) => a - b);
   };
-  return { sender, advances, ends, answers, inFlight, calls, down };
+  return { sender, advances, ends, answers, inFlight, calls, down, totals, reads };
 }
 
 describe('batch sender: chunks in flight', () => {
+  it('a first batch counts the book and sends from the same read of its first page', async () => {
+    const t = setup(250, { totalCounted: false });
+    const pass = t.sender.tick();
+    expect(await t.inFlight(3)).toEqual([0, 1, 2]);
+    for (const k of [0, 1, 2]) t.answers.get(k)!.resolve();
+    await pass;
+    expect(t.totals).toEqual([250]);
+    // One read of the book: the count's page is the chunks' read-ahead.
+    expect(t.reads).toEqual([null]);
+    expect(t.ends).toEqual(['completed']);
+  });
+
   it('hands several chunks over at once and moves the cursor over them only in order', async () => {
     const t = setup(450);
     const pass = t.sender.tick();
