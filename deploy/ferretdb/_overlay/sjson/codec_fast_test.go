@@ -1,5 +1,5 @@
-// Added to FerretDB's internal/handler/sjson package with unmarshal_fast.go;
-// run by services/kit/test/integration/ferretdb-patches.test.ts through
+// Added to FerretDB's internal/handler/sjson package with unmarshal_fast.go and marshal_fast.go;
+// run by deploy/test/integration/ferretdb-patches.test.ts through
 // `go test` on the patched module, together with FerretDB's own sjson tests
 // (which now go through the fast path).
 
@@ -19,7 +19,8 @@ import (
 var fastTestStrings = []string{
 	"", "a", "plain text", "quote \" inside", `back\slash`, "tab\tnewline\n", "\x00\x01\x1f control",
 	"é ü 日本語 🙂", "\u2028\u2029", "<html>&amp;</html>", "a|1732406400000|evt_1", "{\"json\":[1,2]}",
-	"\xff\xfe invalid utf-8", strings.Repeat("x", 3000),
+	"\xff\xfe invalid utf-8", strings.Repeat("x", 3000), "del \x7f", "\b\f form feed", "a&b<c>d", "\u2028 only",
+	"😀 astral", "\xed\xa0\x80 surrogate bytes", "ends with \\",
 }
 
 func randomFastValue(rnd *rand.Rand, depth int) any {
@@ -232,6 +233,56 @@ func BenchmarkUnmarshalEmailDocument(b *testing.B) {
 	b.Run("fast", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			orPanic(Unmarshal(data))
+		}
+	})
+}
+
+// TestMarshalFastMatchesOriginal: the one-buffer encoder writes exactly the
+// original's bytes, escapes and number forms included.
+func TestMarshalFastMatchesOriginal(t *testing.T) {
+	rnd := rand.New(rand.NewSource(3))
+
+	for i := 0; i < 5000; i++ {
+		doc := randomFastDocument(rnd, 0)
+
+		want, err := marshalSlow(doc)
+		if err != nil {
+			t.Fatalf("original encoder: %v", err)
+		}
+
+		got, ok := marshalFast(doc)
+		if !ok {
+			t.Fatalf("fast encoder refused %#v", doc)
+		}
+
+		if string(want) != string(got) {
+			t.Fatalf("fast encoder differs:\nwant %s\ngot  %s", want, got)
+		}
+	}
+
+	email := benchmarkEmailDocument()
+	doc, err := Unmarshal(email)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if got, ok := marshalFast(doc); !ok || string(got) != string(email) {
+		t.Fatalf("an email document does not come back as it was:\nwant %s\ngot  %s", email, got)
+	}
+}
+
+func BenchmarkMarshalEmailDocument(b *testing.B) {
+	doc := orPanic(Unmarshal(benchmarkEmailDocument()))
+
+	b.Run("original", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			orPanic(marshalSlow(doc))
+		}
+	})
+
+	b.Run("fast", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			orPanic(Marshal(doc))
 		}
 	})
 }
