@@ -1,10 +1,9 @@
-import { createPrivateKey, type KeyObject } from 'node:crypto';
-import type { Readable } from 'node:stream';
-import DKIM from 'nodemailer/lib/dkim/index.js';
-import MailComposer from 'nodemailer/lib/mail-composer/index.js';
+import { createHash, createPrivateKey, sign, type KeyObject } from 'node:crypto';
+import mimeFuncs from 'nodemailer/lib/mime-funcs/index.js';
 import type { SendingIdentity } from '../clients/upstreams.js';
 import { addOpenPixel, openPixelUrl, rewriteLinks } from '../domain/tracking.js';
 import type { EmailContent, EmailRecord } from '../repositories/emails.repository.js';
+import { asciiDomain, buildMessage, messageText, type BuiltMessage, type HeaderField } from './mime.js';
 
 export interface ComposeInput {
   readonly email: EmailRecord;
@@ -50,11 +49,11 @@ export function outgoingHtml(emailId: string, html: string | undefined, identity
   return html;
 }
 
-async function collect(stream: Readable): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of stream) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string));
-  return Buffer.concat(chunks);
-}
+/** What the DKIM signature covers of the headers present (relays may add trace headers but not change these). */
+const SIGNED_HEADERS = [
+  'from', 'sender', 'reply-to', 'subject', 'date', 'message-id', 'to', 'cc', 'mime-version', 'content-type',
+  'content-transfer-encoding', 'in-reply-to', 'references', 'list-unsubscribe', 'list-unsubscribe-post',
+] as const;
 
 /**
  * The complete RFC 5322 message, DKIM-signed (relaxed/relaxed, rsa-sha256)
@@ -64,31 +63,75 @@ async function collect(stream: Readable): Promise<Buffer> {
  */
 export async function composeMessage(input: ComposeInput): Promise<Buffer> {
   const { email, identity, content } = input;
-  const composer = new MailComposer({
+  const message = buildMessage({
     from: email.from,
-    to: [...email.to],
-    ...(email.cc.length > 0 ? { cc: [...email.cc] } : {}),
-    ...(email.replyTo.length > 0 ? { replyTo: [...email.replyTo] } : {}),
+    to: email.to,
+    cc: email.cc,
+    replyTo: email.replyTo,
     subject: email.subject,
-    ...(content.text !== undefined ? { text: content.text } : {}),
-    ...(content.html !== undefined ? { html: outgoingHtml(email.id, content.html, identity, input.tracking) } : {}),
     messageId: email.messageId,
+    inReplyTo: email.inReplyTo,
+    references: email.references,
     date: input.date,
-    ...(email.inReplyTo ? { inReplyTo: email.inReplyTo } : {}),
-    ...(email.references.length > 0 ? { references: [...email.references] } : {}),
-    headers: content.headers.map(([key, value]) => ({ key, value })),
-    attachments: input.attachments.map((a) => ({ filename: a.filename, content: a.content })),
-    // Only the text part when there is no HTML; multipart/alternative when both.
-    ...(content.text === undefined && content.html === undefined ? { text: '' } : {}),
+    headers: content.headers,
+    text: content.text,
+    html: outgoingHtml(email.id, content.html, identity, input.tracking),
+    attachments: input.attachments,
   });
-  const unsigned = await collect(composer.compile().createReadStream());
-  const signer = new DKIM({
-    domainName: identity.domainName,
-    keySelector: identity.dkimSelector,
-    // nodemailer hands the key to crypto's sign(), which takes a parsed KeyObject as well as PEM text.
-    privateKey: (input.signingKeys ? input.signingKeys.of(identity.dkimPrivateKeyPem) : identity.dkimPrivateKeyPem) as unknown as string,
-    // Sign what a receiver shows and threads on; relays may add trace headers but not change these.
-    headerFieldNames: 'from:sender:reply-to:subject:date:message-id:to:cc:mime-version:content-type:content-transfer-encoding:in-reply-to:references:list-unsubscribe:list-unsubscribe-post',
+  const key = input.signingKeys ? input.signingKeys.of(identity.dkimPrivateKeyPem) : identity.dkimPrivateKeyPem;
+  const signature = dkimSignature(message, { domainName: identity.domainName, selector: identity.dkimSelector, key });
+  return Buffer.from(`${signature}\r\n${messageText(message)}`, 'utf8');
+}
+
+/**
+ * The DKIM-Signature field (RFC 6376, rsa-sha256, relaxed/relaxed) for a built message, in the form nodemailer
+ * wrote it: `h=` names the signed headers present, each the last of its name.
+ */
+export function dkimSignature(message: BuiltMessage, opts: { domainName: string; selector: string; key: KeyObject | string }): string {
+  const bodyHash = createHash('sha256').update(relaxedBody(message.body)).digest('base64');
+  let canonical = '';
+  const names: string[] = [];
+  for (const name of SIGNED_HEADERS) {
+    let field: HeaderField | undefined;
+    for (let i = message.headers.length - 1; i >= 0 && !field; i--) if (message.headers[i]?.key === name) field = message.headers[i];
+    if (!field) continue;
+    names.push(name);
+    canonical += `${name}:${relaxedValue(field.line)}\r\n`;
+  }
+  const tags = ['v=1', 'a=rsa-sha256', 'c=relaxed/relaxed', `d=${asciiDomain(opts.domainName)}`, 'q=dns/txt', `s=${opts.selector}`, `bh=${bodyHash}`];
+  let header = mimeFuncs.foldLines(`DKIM-Signature: ${tags.join('; ')};`, 76);
+  // h= has no spaces for foldLines to break at; RFC 6376 allows folding after its colons (nodemailer wrote one long line).
+  let lineLength = header.length - header.lastIndexOf('\n') - 1;
+  names.forEach((name, i) => {
+    const piece = i === 0 ? ` h=${name}` : `:${name}`;
+    if (i > 0 && lineLength + piece.length > 76) {
+      header += ':\r\n ' + name;
+      lineLength = 1 + name.length;
+    } else {
+      header += piece;
+      lineLength += piece.length;
+    }
   });
-  return collect(signer.sign(unsigned));
+  header += ';\r\n b=';
+  const signature = sign('sha256', Buffer.from(`${canonical}dkim-signature:${relaxedValue(header)}`, 'utf8'), opts.key).toString('base64');
+  return header + signature.replace(/(^.{73}|.{75}(?!\r?\n|\r))/g, '$&\r\n ').trim();
+}
+
+/** A header field's value in relaxed form: unfolded, runs of whitespace as one space, trimmed. */
+function relaxedValue(line: string): string {
+  return line.slice(line.indexOf(':') + 1).replace(/\r\n/g, '').replace(/[ \t]+/g, ' ').trim();
+}
+
+/**
+ * The body in relaxed form (RFC 6376 3.4.4): whitespace at line ends dropped, runs of it as one space, empty
+ * lines at the end dropped, a non-empty body ending with CRLF. The built body's line breaks are CRLF already.
+ */
+export function relaxedBody(body: string): string {
+  let b = body;
+  if (b.includes('\t') || b.includes('  ') || b.includes(' \r\n') || b.endsWith(' ')) {
+    b = b.replace(/[ \t]+(?=\r\n|$)/g, '').replace(/[ \t]+/g, ' ');
+  }
+  let end = b.length;
+  while (end >= 2 && b.charCodeAt(end - 1) === 0x0a && b.charCodeAt(end - 2) === 0x0d) end -= 2;
+  return end === 0 ? '' : `${b.slice(0, end)}\r\n`;
 }
