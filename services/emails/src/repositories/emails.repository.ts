@@ -238,8 +238,12 @@ export interface FeedbackItem {
 export interface EmailsRepository {
   readonly collection: Collection<Document>;
   ensureIndexes(): Promise<void>;
-  /** Inserts emails (attachments first) with their accept events; ids already present are left as they are (a takeover repeats an insert). */
-  insertMany(emails: readonly NewEmail[]): Promise<void>;
+  /**
+   * Inserts emails with their accept events; ids already present are left as they are (a takeover repeats an
+   * insert). Their attachments and contents are written first, at the same time as `after` (the caller's own
+   * write that must also land before the emails: the queue entries); the emails only once all of them have.
+   */
+  insertMany(emails: readonly NewEmail[], opts?: { after?: Promise<unknown> }): Promise<void>;
   /** `domainId` (a domain-restricted key's domain) makes an email of another domain missing, as another team's is. */
   get(teamId: string, id: string, domainId?: string): Promise<EmailRecord | undefined>;
   /** By id alone: for tracking links and delivery reports, which name the email but not the team. */
@@ -482,22 +486,28 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
       await ensureOutboxIndex(col as unknown as Collection<Document>);
     },
 
-    async insertMany(emails) {
-      if (emails.length === 0) return;
-      const withFiles = emails.filter((e) => e.attachments.length > 0);
-      if (withFiles.length > 0) {
-        // Attachments first: an email is never visible without them (an orphan file set is harmless).
-        const docs: AttachmentsDoc[] = withFiles.map((e) => ({
-          _id: e.id, teamId: e.teamId, items: e.attachments.map((a) => ({ filename: a.filename, content: new Binary(a.content) })),
-        }));
-        await insertManyIgnoringDuplicates(attachments as unknown as Collection<Document>, docs as unknown as Document[]);
+    async insertMany(emails, opts = {}) {
+      if (emails.length === 0) {
+        await opts.after;
+        return;
       }
-      // Contents next (a content document without its email is an orphan nobody reads).
-      await insertManyIgnoringDuplicates(contents as unknown as Collection<Document>, emails.map((e): Document => ({
+      const withFiles = emails.filter((e) => e.attachments.length > 0);
+      // Attachments and contents before the emails, side by side (and beside the caller's own write): an email is
+      // never visible without them, while a file set or content document without its email is an orphan nobody reads.
+      const files = withFiles.length === 0 ? undefined : insertManyIgnoringDuplicates(
+        attachments as unknown as Collection<Document>,
+        withFiles.map((e): Document => ({
+          _id: e.id, teamId: e.teamId, items: e.attachments.map((a) => ({ filename: a.filename, content: new Binary(a.content) })),
+        })),
+      );
+      const bodies = insertManyIgnoringDuplicates(contents as unknown as Collection<Document>, emails.map((e): Document => ({
         _id: e.id, teamId: e.teamId, headers: e.headers.map(([name, value]) => ({ name, value })),
         ...(e.html !== undefined ? { html: e.html } : {}),
         ...(e.text !== undefined ? { text: e.text } : {}),
       })));
+      // Every one is awaited (not only until the first failure): none may still be under way once this settles.
+      const settled = await Promise.allSettled([files, bodies, opts.after]);
+      for (const r of settled) if (r.status === 'rejected') throw r.reason;
       const docs: EmailDoc[] = emails.map((e) => {
         const facts = factsOf({ ...e, metadata: e.metadata });
         const events = buildEvents(e.teamId, facts, e.events, e.createdAt);

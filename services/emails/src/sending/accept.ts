@@ -196,8 +196,8 @@ export function createAcceptor(deps: AcceptDeps) {
   }
 
   /**
-   * Queue entries first: an entry whose email is not there yet is skipped and looked at again, while an email
-   * without an entry would never be sent. A local worker that claims an entry meanwhile waits for the insert
+   * Queue entries before the emails (written beside their contents): an entry whose email is not there yet is
+   * skipped and looked at again, while an email without an entry would never be sent. A local worker that claims an entry meanwhile waits for the insert
    * (it then sends from what the insert wrote, without reading it back).
    */
   async function write(items: readonly AcceptWrite[]): Promise<void> {
@@ -214,9 +214,12 @@ export function createAcceptor(deps: AcceptDeps) {
     let inserted: { emailId: string; due: Date }[] = [];
     let written = false;
     try {
-      const there = await deps.queue.enqueue(entries.map((e) => (place && held.has(e.emailId) ? { ...e, held: place.lease } : e)), at);
-      inserted = entries.filter((e) => held.has(e.emailId) && !there.has(e.emailId));
-      await deps.emails.insertMany(docs);
+      // The entries are written beside the emails' contents, both before the emails themselves.
+      const enqueued = deps.queue.enqueue(entries.map((e) => (place && held.has(e.emailId) ? { ...e, held: place.lease } : e)), at)
+        .then((there) => {
+          inserted = entries.filter((e) => held.has(e.emailId) && !there.has(e.emailId));
+        });
+      await deps.emails.insertMany(docs, { after: enqueued });
       written = true;
     } finally {
       done();

@@ -126,3 +126,25 @@ describe('stored events', () => {
     expect(mixed!.events[1]!.data).toEqual({ to: ['b@q.example'] });
   });
 });
+
+describe('insertMany beside the caller\'s own write', () => {
+  it('writes the contents while the caller\'s write is under way, and the emails only after it', async () => {
+    const doc = email();
+    let release!: () => void;
+    const after = new Promise<void>((resolve) => { release = resolve; });
+    const done = repo.insertMany([doc], { after });
+    const contents = mongo.db.collection('email_contents');
+    for (let i = 0; i < 200 && !(await contents.findOne({ _id: doc.id } as never)); i++) await new Promise((r) => setTimeout(r, 10));
+    expect(await contents.findOne({ _id: doc.id } as never)).not.toBeNull();
+    expect(await repo.getById(doc.id)).toBeUndefined();
+    release();
+    await done;
+    expect((await repo.getById(doc.id))?.latestStatus).toBe('QUEUED');
+  });
+
+  it('writes no email when the caller\'s write fails', async () => {
+    const doc = email();
+    await expect(repo.insertMany([doc], { after: Promise.reject(new Error('queue down')) })).rejects.toThrow('queue down');
+    expect(await repo.getById(doc.id)).toBeUndefined();
+  });
+});
