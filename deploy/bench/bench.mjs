@@ -120,6 +120,24 @@ export async function runBench(params) {
       return 0;
     }
     result.storageOps = { idlePerSecond: ops.idle.perSecond, idleWindowS: ops.idle.seconds };
+    if (params.only === 'send') {
+      // --only send: the raw insertOne rate and POST /v1/emails beside it (with the CPU of each process), nothing else.
+      say(`raw insertOne: ${params.connections} concurrent for ${params.durationS} s`);
+      const rawInsert = await rawInsertRate(platform.mongoUrl, params, signal);
+      checkAbort();
+      const send = await sendPath({ gw, token: sendTeam.token, session, platform, params, resources, signal });
+      result.sendPath = { rawInsertOne: rawInsert, send: { ...send, waitForBacklog: undefined } };
+      result.finishedAt = new Date().toISOString();
+      const file = path.join(repoRoot, 'bench-results', `bench-send-${fileStamp(startedAt)}.json`);
+      await fsp.mkdir(path.dirname(file), { recursive: true });
+      await fsp.writeFile(file, `${JSON.stringify(result, null, 2)}\n`);
+      const c = send.cpu;
+      process.stdout.write(`raw insertOne: ${fmt(rawInsert.perSecond)} /s\n`
+        + (send.available ? `POST /v1/emails: ${cannonRow(send)}; ${fmt(round((100 * send.ok2xxPerSecond) / rawInsert.perSecond, 2))} % of raw insertOne\n` : `POST /v1/emails not available: ${send.reason}\n`)
+        + (c ? `CPU ${fmt(c.totalSeconds)} s (${fmt(c.coresBusy)} cores busy), ${fmt(c.msPerItem)} ms per accepted email: ${c.byProcess.filter((x) => x.seconds >= 0.05).map((x) => `${x.name} ${fmt(x.msPerItem)}`).join(', ')}\n` : '')
+        + `\nJSON: ${path.relative(process.cwd(), file)}\n`);
+      return 0;
+    }
     result.storageOps.singleSend = await singleSendOps({ session, ops, params, nats: resources.nats });
 
     // --- send path -------------------------------------------------------------------------
@@ -477,8 +495,12 @@ async function sendPath({ gw, token, session, platform, params, resources, signa
   await sleep(3000); // let the probe's delivery reach the sink
   const sinkBefore = await sinkCount(mailDir);
   say(`POST /v1/emails: ${params.connections} connections for ${params.durationS} s`);
+  const cpuBefore = platformCpuSeconds();
   const r = fromCannon(await cannon(resources, { url: `${gw}/v1/emails`, method: 'POST', headers, body, connections: params.connections, duration: params.durationS }));
   const loadEnd = performance.now();
+  // What the load cost each process while it ran (accepting, and sending what was accepted meanwhile).
+  const cpu = cpuBetween(cpuBefore, platformCpuSeconds(), r.ok2xx);
+  cpu.coresBusy = round(cpu.totalSeconds / params.durationS, 2);
   const sinkAtLoadEnd = (await sinkCount(mailDir)) - sinkBefore;
   // Drain: until every accepted email is in the sink, or nothing arrived for 5 s, or the limit.
   let delivered = sinkAtLoadEnd;
@@ -514,6 +536,7 @@ async function sendPath({ gw, token, session, platform, params, resources, signa
     domainName: name,
     waitForBacklog,
     ...r,
+    cpu,
     sink: {
       deliveredDuringLoad: sinkAtLoadEnd,
       deliveredAfterDrain: delivered,
@@ -816,8 +839,11 @@ function render(r) {
   opsRows('campaign email', so.campaign, 'campaignOps');
   const sp = r.sendPath;
   rows.push([`Send path (${r.parameters.connections} connections, ${r.parameters.durationS} s each)`]);
-  const cannonRow = (c) => `${fmt(c.ok2xxPerSecond)} req/s  p50 ${fmt(c.latencyMs.p50)} ms  p99 ${fmt(c.latencyMs.p99)} ms  (${fmt(c.ok2xx)} ok, ${fmt(c.non2xx)} non-2xx, ${fmt(c.errors)} errors)`;
   rows.push(['POST /v1/emails', sp.send.available ? cannonRow(sp.send) : `not available: ${sp.send.reason}`]);
+  if (sp.send.available && sp.send.cpu) {
+    const c = sp.send.cpu;
+    rows.push(['  CPU during the load', `${fmt(c.totalSeconds)} s (${fmt(c.coresBusy)} of ${os.cpus().length} cores busy), ${fmt(c.msPerItem)} ms per accepted email: ${c.byProcess.filter((p) => p.seconds >= 0.05).map((p) => `${p.name} ${fmt(p.msPerItem)}`).join(', ')}`]);
+  }
   if (sp.send.available) {
     rows.push(['  reached the sink', `${fmt(sp.send.sink.deliveredDuringLoad)} during load, ${fmt(sp.send.sink.deliveredAfterDrain)} after drain${sp.send.sink.drainAfterLoadS === null ? ' (not all)' : ` (${sp.send.sink.drainAfterLoadS} s after load)`}${sp.send.sink.beforeCampaign ? `, ${fmt(sp.send.sink.beforeCampaign.delivered)} before the campaign (${fmt(sp.send.sink.beforeCampaign.waitedS)} s more)` : ''}`]);
   }
@@ -870,4 +896,9 @@ function render(r) {
     rows.push([t.what, `${t.pass === null ? 'not measured' : t.pass ? 'PASS' : 'FAIL'}  ${fmt(t.value)}  (target ${t.target})`]);
   }
   return table(rows);
+}
+
+/** One HTTP load's line: rate, latency and outcomes. */
+function cannonRow(c) {
+  return `${fmt(c.ok2xxPerSecond)} req/s  p50 ${fmt(c.latencyMs.p50)} ms  p99 ${fmt(c.latencyMs.p99)} ms  (${fmt(c.ok2xx)} ok, ${fmt(c.non2xx)} non-2xx, ${fmt(c.errors)} errors)`;
 }

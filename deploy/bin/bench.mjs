@@ -18,6 +18,7 @@ const usage = `usage: npm run bench -- [options]
                         also how long the campaign may go without a new message before it counts as stalled
   --only events         run only the event pipeline phase (analytics counter and webhook lag)
   --only campaign       run only the campaign fan-out (with its storage operations and CPU per process)
+  --only send           run only the raw insertOne rate and POST /v1/emails (with the CPU per process)
   --keep                keep the temporary data dir (logs, mail) after the run
   --skip-prepare        do not install/build first (already built)`;
 
@@ -57,8 +58,8 @@ const params = {
   keep: values.keep,
   only: values.only,
 };
-if (params.only !== undefined && params.only !== 'events' && params.only !== 'campaign') {
-  process.stderr.write(`--only: 'events' or 'campaign'\n${usage}\n`);
+if (params.only !== undefined && !['events', 'campaign', 'send'].includes(params.only)) {
+  process.stderr.write(`--only: 'events', 'campaign' or 'send'\n${usage}\n`);
   process.exit(2);
 }
 
