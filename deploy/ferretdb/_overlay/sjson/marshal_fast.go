@@ -178,24 +178,12 @@ func appendElem(b []byte, value any) ([]byte, bool) {
 
 		return append(b, '}'), true
 	case *types.Array:
-		b = append(b, `{"t":"array","i":[`...)
-
-		for i := 0; i < v.Len(); i++ {
-			if i > 0 {
-				b = append(b, ',')
-			}
-
-			el, err := v.Get(i)
-			if err != nil {
-				return nil, false
-			}
-
-			if b, ok = appendElem(b, el); !ok {
-				return nil, false
-			}
+		b = append(b, `{"t":"array","i":`...)
+		if b, ok = appendArray(b, v, appendElem); !ok {
+			return nil, false
 		}
 
-		return append(b, ']', '}'), true
+		return append(b, '}'), true
 	case float64:
 		return append(b, `{"t":"double"}`...), true
 	case string:
@@ -226,6 +214,31 @@ func appendElem(b []byte, value any) ([]byte, bool) {
 	}
 }
 
+// appendArray appends a JSON array of what each element gives (its schema
+// element or its value).
+func appendArray(b []byte, a *types.Array, each func([]byte, any) ([]byte, bool)) ([]byte, bool) {
+	b = append(b, '[')
+
+	var ok bool
+
+	for i := 0; i < a.Len(); i++ {
+		if i > 0 {
+			b = append(b, ',')
+		}
+
+		el, err := a.Get(i)
+		if err != nil {
+			return nil, false
+		}
+
+		if b, ok = each(b, el); !ok {
+			return nil, false
+		}
+	}
+
+	return append(b, ']'), true
+}
+
 func appendValue(b []byte, value any) ([]byte, bool) {
 	var ok bool
 
@@ -250,24 +263,7 @@ func appendValue(b []byte, value any) ([]byte, bool) {
 
 		return append(b, '}'), true
 	case *types.Array:
-		b = append(b, '[')
-
-		for i := 0; i < v.Len(); i++ {
-			if i > 0 {
-				b = append(b, ',')
-			}
-
-			el, err := v.Get(i)
-			if err != nil {
-				return nil, false
-			}
-
-			if b, ok = appendValue(b, el); !ok {
-				return nil, false
-			}
-		}
-
-		return append(b, ']'), true
+		return appendArray(b, v, appendValue)
 	case string:
 		return appendJSONString(b, v), true
 	case int32:

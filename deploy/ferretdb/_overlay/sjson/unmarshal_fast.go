@@ -393,10 +393,23 @@ func unmarshalFast(data []byte) (*types.Document, bool) {
 		return nil, false
 	}
 
+	// The data's fields follow "$s", each after a comma.
+	d, ok := r.fields(sch, true)
+	if !ok {
+		return nil, false
+	}
+
+	// Not even whitespace may follow, as in the original.
+	return d, r.i == len(r.b)
+}
+
+// fields decodes a document's fields, in the schema's key order, and its
+// closing brace; afterComma: the first field too follows a comma.
+func (r *fastReader) fields(sch *schema, afterComma bool) (*types.Document, bool) {
 	d := types.MakeDocument(len(sch.Keys))
 
-	for _, k := range sch.Keys {
-		if !r.consume(',') {
+	for i, k := range sch.Keys {
+		if (afterComma || i > 0) && !r.consume(',') {
 			return nil, false
 		}
 
@@ -417,8 +430,7 @@ func unmarshalFast(data []byte) (*types.Document, bool) {
 		return nil, false
 	}
 
-	// Not even whitespace may follow, as in the original.
-	return d, r.i == len(r.b)
+	return d, true
 }
 
 // value decodes one value by its schema element, as unmarshalSingleValue does.
@@ -539,31 +551,7 @@ func (r *fastReader) document(sch *schema) (*types.Document, bool) {
 		return nil, false
 	}
 
-	d := types.MakeDocument(len(sch.Keys))
-
-	for i, k := range sch.Keys {
-		if i > 0 && !r.consume(',') {
-			return nil, false
-		}
-
-		key, ok := r.rawString()
-		if !ok || string(key) != k || !r.consume(':') {
-			return nil, false
-		}
-
-		v, ok := r.value(sch.Properties[k])
-		if !ok {
-			return nil, false
-		}
-
-		d.Set(k, v)
-	}
-
-	if !r.consume('}') {
-		return nil, false
-	}
-
-	return d, true
+	return r.fields(sch, false)
 }
 
 func (r *fastReader) array(items []*elem) (*types.Array, bool) {
