@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { createEvent, decodeEvent, encodeEvent, EVENT_STREAM, subjectFor, type EventEnvelope } from '@mailfleet/kit';
-import { awayFromUtcMidnight, startChild, stopChild } from '@mailfleet/testkit';
+import { awayFromUtcMidnight, durablesIdle, startChild, stopChild } from '@mailfleet/testkit';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { addVerifiedDomain, apiAt, createTeam, detail, gatewayUrl, mailTo, newSender, trackingLinks, until, waitEvents } from './helpers.js';
 
@@ -29,15 +29,7 @@ const streamed = new Map<string, EventEnvelope>();
 interface Mail { emailId: string; to: string[]; subject: string; from: string; eventIds: string[] }
 const mails = new Map<string, Mail>();
 
-async function durablesIdle(timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const infos = await Promise.all(DURABLES.map((d) => jsm.consumers.info(EVENT_STREAM, d)));
-    if (infos.every((i) => i.num_pending === 0 && i.num_ack_pending === 0)) return;
-    if (Date.now() > deadline) throw new Error(`analytics consumers still busy: ${JSON.stringify(infos.map((i) => [i.name, i.num_pending, i.num_ack_pending]))}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
+const consumersIdle = (timeoutMs = 60_000): Promise<void> => durablesIdle(jsm, DURABLES, { timeoutMs, intervalMs: 200 });
 
 async function get<T = Record<string, unknown>>(path: string, as = token): Promise<T> {
   const res = await api('GET', path, { token: as });
@@ -167,7 +159,7 @@ beforeAll(async () => {
   const expected = [...mails.values()].flatMap((m) => m.eventIds).sort();
   await until(async () => expected.every((id) => streamed.has(id)), 60_000, 'every event of the mix on the stream');
   expect([...streamed.keys()].sort()).toEqual(expected);
-  await durablesIdle();
+  await consumersIdle();
   // And both domains' names have arrived (through the domains outbox).
   await until(async () => {
     const names = (await get<{ domains: { name: string }[] }>('/v1/metrics')).domains.map((d) => d.name);
@@ -377,14 +369,14 @@ describe('idempotency: replaying the events changes nothing', () => {
     for (const e of events) await js.publish(subjectFor(e.type), encodeEvent(e), { msgID: e.id });
     // New message ids, same event ids (what a republish after the dedup window looks like): analytics' own idempotency.
     for (const e of events) await js.publish(subjectFor(e.type), encodeEvent(e), { msgID: `${e.id}.replayed` });
-    await durablesIdle();
+    await consumersIdle();
     expect(await everything()).toEqual(before);
 
     // Redelivery of everything: the consumers are deleted while analytics is down and start over from the stream's start.
     await stopChild('analytics');
     for (const d of DURABLES) await jsm.consumers.delete(EVENT_STREAM, d);
     await startChild('analytics');
-    await durablesIdle();
+    await consumersIdle();
     expect(await everything()).toEqual(before);
   });
 });

@@ -42,6 +42,7 @@ export {
 export { startControlServer, type ControlRoutes, type ControlServer } from './control-server.js';
 export { startE2eEnvironment, type E2eEnvironment, type E2eProvided, type StartE2eEnvironmentOptions } from './e2e-environment.js';
 export { awayFromUtcMidnight } from './day-boundary.js';
+export { durablesIdle, type DurablesIdleOptions } from './durables-idle.js';
 export {
   countStorageOps,
   connectCountingClient,

@@ -6,7 +6,7 @@ import {
   type UpstreamClient,
 } from '@mailfleet/kit';
 import { analyticsV1, emailsV1 } from '@mailfleet/proto';
-import { awayFromUtcMidnight, isolatedNats, stopNats, testMongoUrl, uniqueDbName } from '@mailfleet/testkit';
+import { awayFromUtcMidnight, durablesIdle, isolatedNats, stopNats, testMongoUrl, uniqueDbName } from '@mailfleet/testkit';
 import { MongoClient, type Db } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadAnalyticsConfig } from '../../src/config.js';
@@ -66,16 +66,8 @@ async function publish(e: EventEnvelope<unknown>, msgID = e.id): Promise<void> {
   await js.publish(subjectFor(e.type), encodeEvent(e), { msgID });
 }
 
-/** Resolves once both durables have nothing pending or unacknowledged: every published event has been handled. */
-async function consumersIdle(timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const infos = await Promise.all([EMAIL_EVENTS_DURABLE, DOMAIN_EVENTS_DURABLE].map((d) => jsm.consumers.info(EVENT_STREAM, d)));
-    if (infos.every((i) => i.num_pending === 0 && i.num_ack_pending === 0)) return;
-    if (Date.now() > deadline) throw new Error(`consumers still busy: ${JSON.stringify(infos.map((i) => [i.name, i.num_pending, i.num_ack_pending]))}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+/** Resolves once both durables have handled every event published so far. */
+const consumersIdle = (timeoutMs = 30_000): Promise<void> => durablesIdle(jsm, [EMAIL_EVENTS_DURABLE, DOMAIN_EVENTS_DURABLE], { timeoutMs });
 
 const DAY = 86_400_000;
 /** `daysAgo` days before now, plus `seconds` (the order of the script's events within a day). */
@@ -319,11 +311,7 @@ describe('counting once without transactions', () => {
     await crashed.claim({ teamId, emailId: 'em_crash3', metric: 'delivered', eventId: e.id, rollup: rollupKey(teamId) });
     // The service finds the live lease of the same event, naks, and takes over on a later delivery.
     await publish(e);
-    // The nak's delay can make the consumer look idle in between: wait for the count itself.
-    const deadline = Date.now() + 30_000;
-    while ((await client.call.getStats({ teamId })).stats!.totalDelivered < 1 && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    // A nak'd event stays unacknowledged until its redelivery is handled: idle means counted.
     await consumersIdle(30_000);
     expect((await client.call.getStats({ teamId })).stats).toMatchObject({ totalDelivered: 1 });
   });

@@ -1,8 +1,8 @@
 import {
-  connectNats, createEvent, createLogger, encodeEvent, ensureEventStream, EVENT_STREAM, subjectFor, type DurableConsumer, type EventEnvelope,
+  connectNats, createEvent, createLogger, encodeEvent, ensureEventStream, subjectFor, type DurableConsumer, type EventEnvelope,
   type NatsHandle,
 } from '@mailfleet/kit';
-import { awayFromUtcMidnight, isolatedNats, stopNats, testMongoUrl, uniqueDbName } from '@mailfleet/testkit';
+import { awayFromUtcMidnight, durablesIdle, isolatedNats, stopNats, testMongoUrl, uniqueDbName } from '@mailfleet/testkit';
 import { MongoClient, type CommandStartedEvent, type Db } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { utcDay } from '../../src/domain/days.js';
@@ -85,13 +85,7 @@ describe('storage operations per batch', () => {
     commands.length = 0;
     consumer = createEmailEventsConsumer({ rollups: createRollupsRepository(db), feed: createFeedRepository(db), nats, logger });
     await consumer.start();
-    const deadline = Date.now() + 90_000;
-    for (;;) {
-      const info = await nats.jsm.consumers.info(EVENT_STREAM, EMAIL_EVENTS_DURABLE);
-      if (info.num_pending === 0 && info.num_ack_pending === 0) break;
-      if (Date.now() > deadline) throw new Error('consumer still busy');
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await durablesIdle(nats.jsm, [EMAIL_EVENTS_DURABLE], { timeoutMs: 90_000, intervalMs: 50 });
     expect(await deliveredOf(teamId)).toBe(2_000);
     // A batch applies its counters once and pulls its token once: two rollup updates each.
     const batches = writes().filter((c) => c.name === 'update' && c.collection === 'daily_rollups').length / 2;

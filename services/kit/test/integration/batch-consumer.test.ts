@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isolatedNats, stopNats } from '@mailfleet/testkit';
+import { durablesIdle, isolatedNats, stopNats } from '@mailfleet/testkit';
 import { createLogger } from '../../src/logger.js';
 import { connectNats, type NatsHandle } from '../../src/nats/connection.js';
 import { createBatchConsumer, type BatchHandler } from '../../src/nats/batch-consumer.js';
@@ -40,15 +40,7 @@ function start(group: string, handler: BatchHandler, batchSize = 64): DurableCon
   return c;
 }
 
-async function idle(group: string, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const i = await nats.jsm.consumers.info(EVENT_STREAM, `kit-batch-${group}`);
-    if (i.num_pending === 0 && i.num_ack_pending === 0) return;
-    if (Date.now() > deadline) throw new Error(`still busy: ${i.num_pending} pending, ${i.num_ack_pending} unacked`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const idle = (group: string, timeoutMs = 20_000): Promise<void> => durablesIdle(nats.jsm, [`kit-batch-${group}`], { timeoutMs, intervalMs: 50 });
 
 describe('batch durable consumer', () => {
   it('hands waiting messages over in batches no larger than asked, each event once, and acks them', async () => {

@@ -2,11 +2,11 @@ import { status, type ServiceError } from '@grpc/grpc-js';
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import {
-  createEvent, createGrpcClient, createLogger, encodeEvent, EVENT_STREAM, startService, subjectFor, type EventEnvelope, type RunningService,
+  createEvent, createGrpcClient, createLogger, encodeEvent, startService, subjectFor, type EventEnvelope, type RunningService,
   type UpstreamClient,
 } from '@mailfleet/kit';
 import { suppressionsV1 } from '@mailfleet/proto';
-import { isolatedNats, stopNats, testMongoUrl, uniqueDbName } from '@mailfleet/testkit';
+import { durablesIdle, isolatedNats, stopNats, testMongoUrl, uniqueDbName } from '@mailfleet/testkit';
 import { MongoClient } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadSuppressionsConfig } from '../../src/config.js';
@@ -60,16 +60,8 @@ async function publish(e: EventEnvelope<unknown>, msgID = e.id): Promise<void> {
   await js.publish(subjectFor(e.type), encodeEvent(e), { msgID });
 }
 
-/** Resolves once the durable has nothing pending or unacknowledged: every published event has been handled. */
-async function consumerIdle(timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const info = await jsm.consumers.info(EVENT_STREAM, AUTO_SUPPRESSION_DURABLE);
-    if (info.num_pending === 0 && info.num_ack_pending === 0) return;
-    if (Date.now() > deadline) throw new Error(`consumer still busy: ${info.num_pending} pending, ${info.num_ack_pending} unacknowledged`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+/** Resolves once the durable has handled every event published so far. */
+const consumerIdle = (timeoutMs = 20_000): Promise<void> => durablesIdle(jsm, [AUTO_SUPPRESSION_DURABLE], { timeoutMs });
 
 async function list(teamId: string, req: Partial<suppressionsV1.ListSuppressionsRequest> = {}) {
   return client.call.listSuppressions({ teamId, page: 1, limit: 100, reason: 0, ...req });
