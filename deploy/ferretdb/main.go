@@ -66,10 +66,13 @@ func main() {
 		os.Exit(1)
 	}
 
+	// BEGIN IMMEDIATE: the statements of an update command read, then write, in one transaction
+	// (_overlay/fsql/group.go); a deferred one would fail on a stale snapshot when another collection
+	// of the database was written in between, and busy_timeout does not retry that.
 	f, err := ferretdb.New(&ferretdb.Config{
 		Listener:  ferretdb.ListenerConfig{TCP: backendAddr},
 		Handler:   "sqlite",
-		SQLiteURL: "file:" + abs + "/",
+		SQLiteURL: "file:" + abs + "/?_txlock=immediate",
 		Logger:    logger,
 	})
 	if err != nil {
