@@ -1,10 +1,10 @@
 import { testMongoUrl, uniqueDbName } from '@mailfleet/testkit';
-import { MongoClient, type AnyBulkWriteOperation } from 'mongodb';
+import { MongoClient, type AnyBulkWriteOperation, type Document } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 interface Doc {
   _id: string;
-  n?: number | string;
+  n?: number;
   outbox?: string[];
 }
 
@@ -43,9 +43,10 @@ describe('an update command of many statements', () => {
   });
 
   it('a statement that fails keeps the ones before it and stops the ones after it', async () => {
-    await col('fail').insertMany([{ _id: 'a', n: 0 }, { _id: 'bad', n: 'text' }, { _id: 'b', n: 0 }]);
+    // `n` of 'bad' is text, so $inc fails on it.
+    await clients[0]!.db(dbName).collection<Document & { _id: string }>('fail').insertMany([{ _id: 'a', n: 0 }, { _id: 'bad', n: 'text' }, { _id: 'b', n: 0 }]);
     await expect(col('fail').bulkWrite([inc('a'), inc('a'), inc('bad'), inc('b')])).rejects.toThrow();
-    expect(await col('fail').find({}, { sort: { _id: 1 } }).toArray()).toEqual([
+    expect(await clients[0]!.db(dbName).collection<Document & { _id: string }>('fail').find({}, { sort: { _id: 1 } }).toArray()).toEqual([
       { _id: 'a', n: 2 }, { _id: 'b', n: 0 }, { _id: 'bad', n: 'text' },
     ]);
     // The next command on the collection is not held up by the failed one.
