@@ -169,3 +169,17 @@ func (g *Group) Commit() error {
 
 	return nil
 }
+
+// Rollback ends the group's transactions without committing them, unless Commit ended them first: deferred
+// by the command, so that a panic part way never leaves a database locked by an open transaction.
+func (g *Group) Rollback() {
+	if g.done {
+		return
+	}
+
+	g.done = true
+
+	for _, t := range g.txs {
+		_ = t.tx.Rollback()
+	}
+}
