@@ -42,7 +42,7 @@ func WithGroup(ctx context.Context) (context.Context, *Group) {
 // ActivateGroup makes the statements that follow on ctx join its group (if it carries one);
 // what ran before (creating the collection) kept its own transactions.
 func ActivateGroup(ctx context.Context) {
-	if g, _ := ctx.Value(groupKey{}).(*Group); g != nil && !g.done {
+	if g := groupOf(ctx); g != nil && !g.done {
 		g.active = true
 	}
 }
@@ -50,8 +50,8 @@ func ActivateGroup(ctx context.Context) {
 // grouped returns the transaction of ctx's active group on db, beginning it on first use;
 // nil when ctx carries no active group.
 func (db *DB) grouped(ctx context.Context) (*Tx, error) {
-	g, _ := ctx.Value(groupKey{}).(*Group)
-	if g == nil || !g.active || g.done {
+	g := activeGroup(ctx)
+	if g == nil {
 		return nil, nil
 	}
 
@@ -108,8 +108,8 @@ func (tx *Tx) savepoint(ctx context.Context, f func(*Tx) error) error {
 
 // GroupValue returns what SetGroupValue kept under key in ctx's active group.
 func GroupValue(ctx context.Context, key string) (any, bool) {
-	g := groupOf(ctx)
-	if g == nil || !g.active || g.done {
+	g := activeGroup(ctx)
+	if g == nil {
 		return nil, false
 	}
 
@@ -120,8 +120,8 @@ func GroupValue(ctx context.Context, key string) (any, bool) {
 
 // SetGroupValue keeps v under key for the rest of ctx's active group (nothing without one).
 func SetGroupValue(ctx context.Context, key string, v any) {
-	g := groupOf(ctx)
-	if g == nil || !g.active || g.done {
+	g := activeGroup(ctx)
+	if g == nil {
 		return
 	}
 
@@ -130,6 +130,15 @@ func SetGroupValue(ctx context.Context, key string, v any) {
 	}
 
 	g.values[key] = v
+}
+
+// activeGroup is ctx's group while its statements join it (activated, not yet ended); nil otherwise.
+func activeGroup(ctx context.Context) *Group {
+	if g := groupOf(ctx); g != nil && g.active && !g.done {
+		return g
+	}
+
+	return nil
 }
 
 func groupOf(ctx context.Context) *Group {
