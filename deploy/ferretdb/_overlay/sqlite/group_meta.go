@@ -15,14 +15,13 @@ import (
 // for the database) cannot deadlock with the command. The table cannot go away meanwhile: dropping it
 // waits for the command's commit.
 func (c *collection) collectionMeta(ctx context.Context) *metadata.Collection {
-	key := "collection\x00" + c.dbName + "\x00" + c.name
-	if v, ok := fsql.GroupValue(ctx, key); ok {
+	if v, ok := fsql.GroupValue(ctx, c.groupMetaKey()); ok {
 		return v.(*metadata.Collection)
 	}
 
 	meta := c.r.CollectionGet(ctx, c.dbName, c.name)
 	if meta != nil {
-		fsql.SetGroupValue(ctx, key, meta)
+		fsql.SetGroupValue(ctx, c.groupMetaKey(), meta)
 	}
 
 	return meta
@@ -31,9 +30,14 @@ func (c *collection) collectionMeta(ctx context.Context) *metadata.Collection {
 // collectionCreate is the registry's CollectionCreate, skipped within a grouped command that has
 // seen the collection already (see collectionMeta): CollectionCreate takes the registry's lock.
 func (c *collection) collectionCreate(ctx context.Context) (bool, error) {
-	if _, ok := fsql.GroupValue(ctx, "collection\x00"+c.dbName+"\x00"+c.name); ok {
+	if _, ok := fsql.GroupValue(ctx, c.groupMetaKey()); ok {
 		return false, nil
 	}
 
 	return c.r.CollectionCreate(ctx, &metadata.CollectionCreateParams{DBName: c.dbName, Name: c.name})
+}
+
+// groupMetaKey is where collectionMeta keeps the collection's metadata in a group.
+func (c *collection) groupMetaKey() string {
+	return "collection\x00" + c.dbName + "\x00" + c.name
 }
