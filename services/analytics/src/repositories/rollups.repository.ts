@@ -147,19 +147,18 @@ export function createRollupsRepository(db: Db, opts: { leaseMs?: number; margin
       const match: Filter<RollupDoc> = { teamId: query.teamId };
       if (query.range) match.day = query.range.from ? { $gte: query.range.from, $lte: query.range.to } : { $lte: query.range.to };
       if (query.domainId !== undefined) match.domainId = query.domainId;
-      const _id = groupBy ? `$${groupBy}` : null;
-      // One accumulator per aggregation: FerretDB v1 answers 0 for every `$sum` of a `$group` but the first.
-      const perMetric = await Promise.all(metrics.map(async (m) => ({
-        m, rows: await rollups.aggregate<{ _id: unknown; v: unknown }>([{ $match: match }, { $group: { _id, v: { $sum: `$${m}` } } }]).toArray(),
-      })));
+      const group: Record<string, unknown> = { _id: groupBy ? `$${groupBy}` : null };
+      for (const m of metrics) group[m] = { $sum: `$${m}` };
+      const rows = await rollups.aggregate<Record<string, unknown>>([{ $match: match }, { $group: group }]).toArray();
       const out = new Map<string, Counts>();
-      for (const { m, rows } of perMetric) {
-        for (const row of rows) {
-          const key = row._id === null || row._id === undefined ? '' : String(row._id);
-          const c = out.get(key) ?? zeroCounts();
-          c[m] = typeof row.v === 'number' && Number.isFinite(row.v) ? row.v : 0;
-          out.set(key, c);
+      for (const row of rows) {
+        const key = row['_id'] === null || row['_id'] === undefined ? '' : String(row['_id']);
+        const c = out.get(key) ?? zeroCounts();
+        for (const m of metrics) {
+          const v = row[m];
+          c[m] = typeof v === 'number' && Number.isFinite(v) ? v : 0;
         }
+        out.set(key, c);
       }
       return out;
     },

@@ -3,6 +3,7 @@ import { MongoClient, ObjectId, type Collection } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
+ * Queries the embedded FerretDB is patched for (deploy/ferretdb/patches.json) must answer exactly as MongoDB does.
  * Pages keyed by `_id` (the analytics feed) ask for a string range of `_id`, sorted by `_id`, and batches ask for
  * `_id: {$in: [...]}`. The embedded FerretDB is patched to narrow (and sort) such queries in SQLite
  * (deploy/ferretdb/patches.json) instead of decoding the whole collection; these tests hold that the answer is
@@ -96,5 +97,24 @@ describe('an _id $in', () => {
     expect(odd.length * even.length).toBeGreaterThan(0);
     const mixed = await col.find({ _id: { $in: [1, 'k|~', { sub: 'k|b' }] } }).toArray();
     expect(mixed).toHaveLength(3);
+  });
+});
+
+describe('a $group with several accumulators', () => {
+  it('sums every field, per group, in one aggregation (analytics sums its counters so)', async () => {
+    const counters = client.db(dbName).collection<{ _id: string; day: string; sent: number; delivered: number; bounced?: number }>('counters');
+    await counters.insertMany([
+      { _id: 'a', day: 'd1', sent: 3, delivered: 2 },
+      { _id: 'b', day: 'd1', sent: 4, delivered: 4, bounced: 1 },
+      { _id: 'c', day: 'd2', sent: 10, delivered: 7, bounced: 2 },
+    ]);
+    const group = { sent: { $sum: '$sent' }, delivered: { $sum: '$delivered' }, bounced: { $sum: '$bounced' }, rows: { $sum: 1 } };
+    const all = await counters.aggregate([{ $match: {} }, { $group: { _id: null, ...group } }]).toArray();
+    expect(all).toEqual([{ _id: null, sent: 17, delivered: 13, bounced: 3, rows: 3 }]);
+    const byDay = await counters.aggregate([{ $match: { sent: { $gt: 0 } } }, { $group: { _id: '$day', ...group } }]).toArray();
+    expect(byDay.sort((x, y) => String(x['_id']).localeCompare(String(y['_id'])))).toEqual([
+      { _id: 'd1', sent: 7, delivered: 6, bounced: 1, rows: 2 },
+      { _id: 'd2', sent: 10, delivered: 7, bounced: 2, rows: 1 },
+    ]);
   });
 });
