@@ -195,8 +195,9 @@ export interface DeliveriesRepository {
   get(teamId: string, webhookId: string, id: string): Promise<DeliveryRecord | undefined>;
   list(teamId: string, webhookId: string, q: { skip: number; limit: number; status?: DeliveryState | undefined }): Promise<{ records: DeliveryRecord[]; count: number }>;
   /**
-   * When the next free delivery outside the webhooks given falls due, as far as this replica's view of the
-   * queue knows (no query: the last claim refreshed the view); undefined when it knows of none.
+   * When the soonest-due free delivery outside the webhooks given falls (or fell) due, as far as this replica's
+   * view of the queue knows (no query: the last claim refreshed the view); undefined when it knows of none. A time
+   * in the past says how long it has waited.
    */
   nextDueAt(now: Date, excludeWebhookIds: readonly string[]): Promise<Date | undefined>;
   /** Deletes unleased deliveries created before `cutoff`. */
@@ -860,7 +861,7 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
       const skip = new Set(exclude);
       let next = Number.POSITIVE_INFINITY;
       for (const e of view.values()) if (!skip.has(e.webhookId) && e.due < next) next = e.due;
-      return Number.isFinite(next) ? new Date(Math.max(next, now.getTime())) : undefined;
+      return Number.isFinite(next) ? new Date(next) : undefined;
     },
 
     async sweep(cutoff, now) {

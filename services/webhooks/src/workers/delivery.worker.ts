@@ -195,6 +195,20 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
     return Math.min(opts.pollIntervalMs, Math.max(10, due.getTime() - now().getTime()));
   }
 
+  /** Whether the queue, as far as this replica sees it, holds a delivery due since before `t`. */
+  async function queuedBefore(t: number): Promise<boolean> {
+    const due = await opts.deliveries.nextDueAt(now(), busyWebhooks());
+    return due !== undefined && due.getTime() < t;
+  }
+
+  /** Launches the next round of deliveries claimed at fan-out; false when there is none to launch. */
+  async function launchAdopted(free: number): Promise<boolean> {
+    const handed = adopted.length > 0 ? await adoptedRound(free) : [];
+    if (handed.length === 0) return false;
+    launch(handed);
+    return true;
+  }
+
   async function run(): Promise<void> {
     while (!stopping) {
       woken = false;
@@ -204,17 +218,18 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
       }
       try {
         const free = opts.concurrency - attempts;
-        const handed = adopted.length > 0 ? await adoptedRound(free) : [];
-        if (handed.length > 0) {
-          launch(handed);
-          continue;
-        }
+        // Oldest first across both sources: deliveries stored free while the hand-off was full wait in the queue,
+        // and the fan-out goes on handing over younger ones whenever there is room again, so serving the hand-off
+        // first would leave the queued ones waiting until the stream paused.
+        const queueFirst = adopted.length > 0 && await queuedBefore(adopted[0]!.at);
+        if (!queueFirst && await launchAdopted(free)) continue;
         const claims = await opts.deliveries.claimDueMany(now(), opts.leaseMs, busyWebhooks(),
           (webhookId) => Math.min(free, roundSize - (perWebhook.get(webhookId) ?? 0)));
         if (claims.length > 0) {
           launch(claims);
           continue;
         }
+        if (queueFirst && await launchAdopted(free)) continue;
         await sleep(await nextDelay());
       } catch (err) {
         opts.logger.warn({ err }, 'claiming deliveries failed; will retry');

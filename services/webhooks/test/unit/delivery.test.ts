@@ -159,6 +159,39 @@ describe('delivery worker', () => {
     expect(claimed.some((n) => n > 0)).toBe(true);
   });
 
+  it('a delivery waiting in the queue goes before younger ones the fan-out hands over meanwhile', async () => {
+    let open: () => void = () => undefined;
+    const blocked = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    const s = await setup(async (call) => {
+      if (JSON.parse(call.body).id === 'evt_first') await blocked;
+      return success();
+    });
+    const deliverer = createDeliverer({ webhooks: s.webhooks, deliveries: s.deliveries, endpoint: s.endpoint.client, policy, logger: silentLogger, now: () => new Date(), random: () => 0.5 });
+    const worker = createDeliveryWorker({
+      deliveries: s.deliveries, deliverer, concurrency: 1, perWebhookConcurrency: 1, roundSize: 1, leaseMs: 60_000, pollIntervalMs: 20,
+      handOffMaxAgeMs: 30_000, handOffLimit: 10, logger: silentLogger, now: () => new Date(),
+    });
+    const input = (eventId: string, at: Date) => ({
+      teamId: 'team_a', webhookId: 'wh_1', eventId, type: 'domain.created', payload: `{"id":"${eventId}"}`, now: at,
+    });
+    worker.start();
+    try {
+      // The worker is busy with one delivery while the fan-out, out of room, stores one free (it waits in the
+      // queue) and then, with room again, hands over two younger ones.
+      worker.handOff!.adopt(await s.deliveries.createClaimedMany([input('evt_first', new Date())], new Date(), 60_000));
+      await expect.poll(() => s.endpoint.calls.length).toBe(1);
+      await s.deliveries.createPending(input('evt_queued', new Date(Date.now() - 5_000)));
+      worker.handOff!.adopt(await s.deliveries.createClaimedMany([input('evt_young_1', new Date()), input('evt_young_2', new Date())], new Date(), 60_000));
+      open();
+      await expect.poll(() => s.endpoint.calls.length, { timeout: 5_000 }).toBe(4);
+      expect(s.endpoint.calls.map((c) => JSON.parse(c.body).id)).toEqual(['evt_first', 'evt_queued', 'evt_young_1', 'evt_young_2']);
+    } finally {
+      await worker.stop();
+    }
+  });
+
   it('one slow endpoint never holds up the others', async () => {
     const gates: (() => void)[] = [];
     const s = await setup(async (call) => {

@@ -88,20 +88,24 @@ export function fakeDeliveries(): DeliveriesRepository & { rows: Map<string, Row
     const { leaseUntil: _l, leaseToken: _t, parked: _p, ...rest } = r;
     return { ...rest };
   };
+  const insert = (input: Parameters<DeliveriesRepository['createPending']>[0], lease: { leaseUntil: number; leaseToken?: string } = { leaseUntil: 0 }): Row | undefined => {
+    if ([...rows.values()].some((r) => r.webhookId === input.webhookId && r.eventId === input.eventId)) return undefined;
+    const id = `whd_${randomUUID()}`;
+    const row: Row = {
+      id, teamId: input.teamId, webhookId: input.webhookId, eventId: input.eventId, type: input.type, payload: input.payload, status: 'PENDING',
+      attempt: 0, nextAttemptAt: input.now, lastError: null, responseStatus: null, responseTimeMs: null, responseText: null,
+      createdAt: input.now, updatedAt: input.now, ...lease,
+    };
+    rows.set(id, row);
+    return row;
+  };
   const claimable = (r: Row, now: Date, exclude: readonly string[]) =>
     r.status === 'PENDING' && r.leaseUntil < now.getTime() && !r.parked && !exclude.includes(r.webhookId);
   return {
     rows,
     async ensureIndexes() {},
     async createPending(input) {
-      if ([...rows.values()].some((r) => r.webhookId === input.webhookId && r.eventId === input.eventId)) return false;
-      const id = `whd_${randomUUID()}`;
-      rows.set(id, {
-        id, teamId: input.teamId, webhookId: input.webhookId, eventId: input.eventId, type: input.type, payload: input.payload, status: 'PENDING',
-        attempt: 0, nextAttemptAt: input.now, lastError: null, responseStatus: null, responseTimeMs: null, responseText: null,
-        createdAt: input.now, updatedAt: input.now, leaseUntil: 0,
-      });
-      return true;
+      return insert(input) !== undefined;
     },
     async createPendingMany(inputs) {
       let n = 0;
@@ -115,11 +119,9 @@ export function fakeDeliveries(): DeliveriesRepository & { rows: Map<string, Row
       const leaseToken = randomUUID();
       const out: ClaimedDelivery[] = [];
       for (const input of inputs) {
-        const before = new Set(rows.keys());
-        if (!(await this.createPending(input))) continue;
-        const r = [...rows.values()].find((x) => !before.has(x.id))!;
-        Object.assign(r, { leaseUntil: now.getTime() + leaseMs, leaseToken });
-        out.push({ record: rec(r), leaseToken, scheduled: true });
+        // Written leased, as the repository writes it: no moment in which a claim could take it.
+        const r = insert(input, { leaseUntil: now.getTime() + leaseMs, leaseToken });
+        if (r) out.push({ record: rec(r), leaseToken, scheduled: true });
       }
       return out;
     },
