@@ -55,6 +55,13 @@ const MAX_FREE_SOCKETS = 32;
  * `Keep-Alive: timeout` hint): a post on a connection the receiver has just closed fails and waits for its retry.
  */
 const IDLE_SOCKET_MS = 4_000;
+/**
+ * How long an attempt reuses the addresses another attempt to the same host resolved: a busy endpoint is looked up
+ * about once a second, not once per post (each lookup is a getaddrinfo on libuv's thread pool). The check runs on
+ * every attempt all the same, and the connection goes to the addresses checked.
+ */
+const RESOLVED_REUSE_MS = 1_000;
+const MAX_RESOLVED_HOSTS = 1_024;
 
 class RefusedAddressError extends Error {}
 
@@ -122,9 +129,26 @@ export function createEndpointClient(opts: EndpointClientOptions): EndpointClien
     return found;
   }
 
-  /** Resolves and, unless private networks are allowed, refuses when ANY address is not public. */
+  /** Lookups of the last RESOLVED_REUSE_MS by host, shared by the attempts that ask meanwhile (failures are not kept). */
+  const resolved = new Map<string, { until: number; addresses: Promise<LookupAddress[]> }>();
+  function recentAddressesOf(target: WebhookTarget): Promise<LookupAddress[]> {
+    if (target.isIpLiteral) return addressesOf(target);
+    const t = performance.now();
+    const hit = resolved.get(target.host);
+    if (hit && hit.until > t) return hit.addresses;
+    const entry = { until: t + RESOLVED_REUSE_MS, addresses: addressesOf(target) };
+    resolved.delete(target.host);
+    resolved.set(target.host, entry);
+    if (resolved.size > MAX_RESOLVED_HOSTS) resolved.delete(resolved.keys().next().value as string);
+    entry.addresses.catch(() => {
+      if (resolved.get(target.host) === entry) resolved.delete(target.host);
+    });
+    return entry.addresses;
+  }
+
+  /** Resolves (reusing a lookup under a second old) and, unless private networks are allowed, refuses when ANY address is not public. */
   async function vetted(target: WebhookTarget): Promise<LookupAddress[]> {
-    const addresses = await addressesOf(target);
+    const addresses = await recentAddressesOf(target);
     if (!opts.allowPrivateNetworks) {
       for (const a of addresses) {
         const why = refusal(target.host, target.isIpLiteral, a);

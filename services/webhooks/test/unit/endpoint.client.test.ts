@@ -48,6 +48,30 @@ describe('endpoint client SSRF guard', () => {
     expect(resolver.calls).toBe(2);
   });
 
+  it('attempts to one host within a second share a lookup, and each still checks its addresses; a failed lookup is not kept', async () => {
+    const resolver = resolverFrom([['10.0.0.7'], ['93.184.216.34']]);
+    const client = createEndpointClient({ ...base, allowPrivateNetworks: false, resolver });
+    const target = parseWebhookUrl('https://busy.example.com/hook');
+    const results = await Promise.all([client.post(target, '{}', {}), client.post(target, '{}', {}), client.post(target, '{}', {})]);
+    expect(results.map((r) => r.error)).toEqual(Array(3).fill('refused: busy.example.com resolves to 10.0.0.7, a private address; webhooks may only reach public addresses'));
+    expect(resolver.calls).toBe(1);
+    // Another host is looked up on its own.
+    await client.post(parseWebhookUrl('https://other.example.com/hook'), '{}', {});
+    expect(resolver.calls).toBe(2);
+    let calls = 0;
+    const failing = createEndpointClient({ ...base, allowPrivateNetworks: false, resolver: async () => { calls++; throw new Error('ENOTFOUND'); } });
+    await failing.post(target, '{}', {});
+    await failing.post(target, '{}', {});
+    expect(calls).toBe(2);
+    // Once the second has passed the name is looked up again, and what it says now is checked.
+    const again = resolverFrom([['10.0.0.7'], ['169.254.169.254']]);
+    const later = createEndpointClient({ ...base, allowPrivateNetworks: false, resolver: again });
+    await later.post(target, '{}', {});
+    await new Promise((r) => setTimeout(r, 1_050));
+    expect((await later.post(target, '{}', {})).error).toMatch(/resolves to 169\.254\.169\.254, a metadata address/);
+    expect(again.calls).toBe(2);
+  });
+
   it('with private networks allowed nothing is refused at create time', async () => {
     const client = createEndpointClient({ ...base, allowPrivateNetworks: true, resolver: resolverFrom([['127.0.0.1']]) });
     await expect(client.vet(parseWebhookUrl('https://127.0.0.1:8443/'))).resolves.toBeUndefined();
