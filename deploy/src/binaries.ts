@@ -137,8 +137,8 @@ async function buildFerretDb(binary: string, env: NodeJS.ProcessEnv, log: (m: st
 
 /**
  * Runs `go test` on packages of the patched FerretDB module (its own tests and
- * the overlays' tests, against the patched code); resolves with the output,
- * rejects when a test fails.
+ * the overlays' tests, against the patched code and patched dependencies);
+ * resolves with the output, rejects when a test fails.
  */
 export async function testPatchedFerretDb(packages: readonly string[], env: NodeJS.ProcessEnv = process.env): Promise<string> {
   const patched = await writePatchedModfile(env);
@@ -147,6 +147,10 @@ export async function testPatchedFerretDb(packages: readonly string[], env: Node
     if (!copy) throw new Error(`deploy/ferretdb/patches.json patches nothing of ${FERRETDB_MODULE}`);
     // FerretDB's test helpers find the repository root by its .git directory, which a module copy lacks.
     await fsp.mkdir(path.join(copy, '.git'), { recursive: true });
+    // The other patched modules (its dependencies) are tested as the launcher is built: patched.
+    for (const [module, dir] of patched.copies) {
+      if (module !== FERRETDB_MODULE) await runGo(['mod', 'edit', `-replace=${module}=${dir}`], { cwd: copy, env: goEnv(env) });
+    }
     return await runGo(['test', '-count=1', ...packages], { cwd: copy, env: goEnv(env) });
   } finally {
     await fsp.rm(patched.dir, { recursive: true, force: true });

@@ -16,4 +16,12 @@ describe('the patched FerretDB module', () => {
     expect(out).not.toMatch(/--- FAIL/);
     expect(out).toMatch(/^ok\s+github\.com\/FerretDB\/FerretDB\/internal\/handler\/sjson/m);
   }, 300_000);
+
+  it('runs statements on the patched driver\'s per-connection statement cache as SQLite runs them fresh', async () => {
+    const out = await testPatchedFerretDb(['-v', '-run', 'TestStmtCache', './internal/util/fsql/']);
+    for (const name of ['ReusesWithFreshBindings', 'AfterAnError', 'InTransactionsAndSavepoints', 'ManyTextsSchemaChangesAndSeveralStatements', 'CancelledContext']) {
+      expect(out).toMatch(new RegExp(`--- PASS: TestStmtCache${name}`));
+    }
+    expect(out).not.toMatch(/--- FAIL/);
+  }, 300_000);
 });
