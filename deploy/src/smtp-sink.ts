@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
-import net from 'node:net';
 import path from 'node:path';
 import {
   SMTPServer,
@@ -9,6 +8,7 @@ import {
   type SMTPServerDataStream,
   type SMTPServerSession,
 } from 'smtp-server';
+import { SmtpConnection, SmtpConnectionError, SmtpReplyError } from '@mailfleet/kit/smtp-client';
 import { LOOPBACK } from './net.js';
 
 /** A message's envelope: the header line of its record in a log segment, or the `<id>.json` sidecar of an `<id>.eml`. */
@@ -502,7 +502,21 @@ function createMailboxSimulator(opts: MailboxSimulatorOptions, emit: (event: Sim
   let pending = 0;
   const waitingForRoom: Array<() => void> = [];
   /** One slot per connection: the connection (kept open between reports) and whether it is busy. */
-  const slots: Array<ReportConnection | undefined> = Array.from({ length: connections }, () => undefined);
+  const slots: Array<SmtpConnection | undefined> = Array.from({ length: connections }, () => undefined);
+  // Closing: whatever a connection is waiting for will not come.
+  abort.signal.addEventListener('abort', () => {
+    for (const connection of slots) connection?.destroy();
+  }, { once: true });
+  const open = async (): Promise<SmtpConnection> => {
+    if (!target) throw new Error('no report target');
+    if (abort.signal.aborted) throw new Error('smtp sink closing');
+    const connection = await SmtpConnection.open({ ...target, secure: false, timeoutMs: reportTimeoutMs, name: SINK_HOSTNAME });
+    if (abort.signal.aborted) connection.destroy();
+    return connection;
+  };
+  // One report, from the null sender: the listener's final reply.
+  const hand = async (connection: SmtpConnection, to: string, data: string): Promise<string> =>
+    (await connection.transaction({ envelopeFrom: '', recipients: [to], raw: Buffer.from(data) })).response;
   const idle = slots.map((_, i) => i);
 
   const takeDue = (): ReportJob | undefined => {
@@ -537,22 +551,21 @@ function createMailboxSimulator(opts: MailboxSimulatorOptions, emit: (event: Sim
 
   /** Sends on the slot's connection; a reused one the listener has dropped meanwhile is replaced once. */
   const sendOn = async (slot: number, to: string, data: string): Promise<string> => {
-    if (!target) throw new Error('no report target');
     let connection = slots[slot];
     const reused = connection !== undefined && connection.usable;
     if (!connection || !reused) {
       connection?.close();
-      connection = await ReportConnection.open({ ...target, timeoutMs: reportTimeoutMs, signal: abort.signal });
+      connection = await open();
       slots[slot] = connection;
     }
     try {
-      return await connection.send(to, data);
+      return await hand(connection, to, data);
     } catch (error) {
-      if (!reused || !connection.broken || abort.signal.aborted) throw error;
+      if (!reused || !(error instanceof SmtpConnectionError) || abort.signal.aborted) throw error;
       connection.close();
-      connection = await ReportConnection.open({ ...target, timeoutMs: reportTimeoutMs, signal: abort.signal });
+      connection = await open();
       slots[slot] = connection;
-      return await connection.send(to, data);
+      return await hand(connection, to, data);
     }
   };
 
@@ -567,7 +580,7 @@ function createMailboxSimulator(opts: MailboxSimulatorOptions, emit: (event: Sim
         const reply = await sendOn(slot, job.to, (report.data ??= report.build()));
         emit({ type: 'report-sent', kind, to: job.to, recipients, attempts, reply });
       } catch (error) {
-        const permanent = error instanceof SmtpReplyError && error.code >= 500;
+        const permanent = error instanceof SmtpReplyError && error.responseCode >= 500;
         const wait = retryDelays[attempts - 1];
         if (abort.signal.aborted || permanent || wait === undefined) {
           emit({ type: 'report-failed', kind, to: job.to, recipients, attempts, error: (error as Error).message });
@@ -762,197 +775,4 @@ function originalHeaders(raw: Buffer): string {
 
 function rfc5322Date(date: Date): string {
   return date.toUTCString().replace(/GMT$/, '+0000');
-}
-
-// ---------------------------------------------------------------------------
-// A minimal SMTP client: the sink's own package has no SMTP client library,
-// and a report needs nothing but EHLO, MAIL FROM:<>, RCPT, DATA.
-
-class SmtpReplyError extends Error {
-  constructor(
-    readonly code: number,
-    reply: string,
-    step: string,
-  ) {
-    super(`${step}: ${reply}`);
-  }
-}
-
-interface Reply {
-  code: number;
-  text: string;
-}
-
-const is2xx = (code: number): boolean => code >= 200 && code < 300;
-
-/**
- * One SMTP connection to the report target, kept open and used for one report after another
- * (MAIL FROM:<>, RCPT, DATA; pipelined when the listener offers PIPELINING). Nagle is off and each
- * report body goes out in one write, so no step waits for a delayed ACK.
- */
-class ReportConnection {
-  private readonly socket: net.Socket;
-  private readonly replies: Reply[] = [];
-  private readonly waiting: Array<{ resolve: (r: Reply) => void; reject: (e: Error) => void }> = [];
-  private buffer = '';
-  private lines: string[] = [];
-  private failure: Error | undefined;
-  private pipelining = false;
-  private closed = false;
-  private readonly onAbort = (): void => this.fail(new Error('smtp sink closing'));
-
-  private constructor(
-    host: string,
-    port: number,
-    private readonly timeoutMs: number,
-    private readonly signal: AbortSignal,
-  ) {
-    this.socket = net.connect({ host, port });
-    this.socket.setNoDelay(true);
-    signal.addEventListener('abort', this.onAbort, { once: true });
-    this.socket.on('error', (error) => this.fail(error));
-    this.socket.on('close', () => this.fail(new Error('connection closed')));
-    this.socket.on('data', (chunk: Buffer) => this.onData(chunk));
-    // Armed only while an exchange is under way (see step()).
-    this.socket.on('timeout', () => this.fail(new Error(`no answer from ${host}:${port} within ${timeoutMs} ms`)));
-  }
-
-  /** Connected and greeted (EHLO, else HELO), within the timeout. */
-  static async open(opts: { host: string; port: number; timeoutMs: number; signal: AbortSignal }): Promise<ReportConnection> {
-    const connection = new ReportConnection(opts.host, opts.port, opts.timeoutMs, opts.signal);
-    try {
-      if (opts.signal.aborted) throw new Error('smtp sink closing');
-      await connection.step(async () => {
-        await connection.expect('greeting', (c) => c === 220);
-        connection.command(`EHLO ${SINK_HOSTNAME}`);
-        const ehlo = await connection.next();
-        if (is2xx(ehlo.code)) {
-          connection.pipelining = /^\d{3}[ -]PIPELINING\b/im.test(ehlo.text);
-        } else {
-          connection.command(`HELO ${SINK_HOSTNAME}`);
-          await connection.expect('HELO', is2xx);
-        }
-      });
-      return connection;
-    } catch (error) {
-      connection.close();
-      throw error;
-    }
-  }
-
-  /** False once the connection failed or closed: open a new one. */
-  get usable(): boolean {
-    return this.failure === undefined && !this.closed;
-  }
-
-  /** True when the last failure was the connection's, not a refusal by the listener. */
-  get broken(): boolean {
-    return this.failure !== undefined;
-  }
-
-  /** Hands one report over; the listener's final reply, or a SmtpReplyError / connection error. */
-  async send(to: string, data: string): Promise<string> {
-    const body = data.replace(/\r?\n/g, '\r\n').replace(/^\./gm, '..');
-    const terminated = `${body}${body.endsWith('\r\n') ? '' : '\r\n'}.\r\n`;
-    return this.step(async () => {
-      if (this.pipelining) {
-        this.socket.write(`MAIL FROM:<>\r\nRCPT TO:<${to}>\r\nDATA\r\n`);
-        const mail = await this.next();
-        const rcpt = await this.next();
-        const dataReply = await this.next();
-        if (!is2xx(mail.code) || !is2xx(rcpt.code) || dataReply.code !== 354) {
-          // A listener that took DATA after all gets an empty message, then RSET ends the transaction.
-          if (dataReply.code === 354) {
-            this.socket.write('.\r\n');
-            await this.next();
-          }
-          await this.reset();
-          if (!is2xx(mail.code)) throw new SmtpReplyError(mail.code, mail.text, 'MAIL FROM');
-          if (!is2xx(rcpt.code)) throw new SmtpReplyError(rcpt.code, rcpt.text, 'RCPT TO');
-          throw new SmtpReplyError(dataReply.code, dataReply.text, 'DATA');
-        }
-      } else {
-        for (const [line, step, ok] of [
-          ['MAIL FROM:<>', 'MAIL FROM', is2xx],
-          [`RCPT TO:<${to}>`, 'RCPT TO', is2xx],
-          ['DATA', 'DATA', (c: number) => c === 354],
-        ] as const) {
-          this.command(line);
-          const reply = await this.next();
-          if (!ok(reply.code)) {
-            await this.reset();
-            throw new SmtpReplyError(reply.code, reply.text, step);
-          }
-        }
-      }
-      this.socket.write(terminated);
-      return this.expect('end of data', is2xx);
-    });
-  }
-
-  close(): void {
-    if (this.closed) return;
-    this.closed = true;
-    this.signal.removeEventListener('abort', this.onAbort);
-    if (this.failure === undefined) this.socket.end('QUIT\r\n');
-    else this.socket.end();
-    // Once QUIT is sent or something failed, the answer does not matter.
-    setTimeout(() => this.socket.destroy(), 1000).unref();
-  }
-
-  /** Runs one exchange under the deadline; an idle connection has none (the listener may close it). */
-  private async step<T>(run: () => Promise<T>): Promise<T> {
-    this.socket.setTimeout(this.timeoutMs);
-    try {
-      return await run();
-    } finally {
-      this.socket.setTimeout(0);
-    }
-  }
-
-  private async reset(): Promise<void> {
-    this.command('RSET');
-    await this.next();
-  }
-
-  private fail(error: Error): void {
-    this.failure ??= error;
-    for (const w of this.waiting.splice(0)) w.reject(this.failure);
-    this.socket.destroy();
-  }
-
-  private onData(chunk: Buffer): void {
-    this.buffer += chunk.toString('utf8');
-    let nl: number;
-    while ((nl = this.buffer.indexOf('\n')) >= 0) {
-      const line = this.buffer.slice(0, nl).replace(/\r$/, '');
-      this.buffer = this.buffer.slice(nl + 1);
-      this.lines.push(line);
-      // The last line of a reply is `NNN text` or `NNN` (continuation lines are `NNN-text`).
-      if (/^\d{3}(?: |$)/.test(line)) {
-        const reply = { code: Number(line.slice(0, 3)), text: this.lines.join('\n') };
-        this.lines = [];
-        const w = this.waiting.shift();
-        if (w) w.resolve(reply);
-        else this.replies.push(reply);
-      }
-    }
-  }
-
-  private next(): Promise<Reply> {
-    const queued = this.replies.shift();
-    if (queued) return Promise.resolve(queued);
-    if (this.failure) return Promise.reject(this.failure);
-    return new Promise((resolve, reject) => this.waiting.push({ resolve, reject }));
-  }
-
-  private async expect(step: string, ok: (code: number) => boolean): Promise<string> {
-    const reply = await this.next();
-    if (!ok(reply.code)) throw new SmtpReplyError(reply.code, reply.text, step);
-    return reply.text;
-  }
-
-  private command(line: string): void {
-    this.socket.write(`${line}\r\n`);
-  }
 }

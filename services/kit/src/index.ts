@@ -19,3 +19,4 @@ export * from './count-once.js';
 export * from './book-cursor.js';
 export * from './addresses.js';
 export * from './group-commit.js';
+export * from './smtp-client.js';
