@@ -77,6 +77,7 @@ export async function createEmailsServer(deps: { config: EmailsConfig; infra: Se
   repoHooks.onEvents = (ids) => publisher.hint(ids);
   repoHooks.onWritten = (id, outbox) => publisher.hintWritten(id, outbox);
   repoHooks.isPublished = (eventId) => publisher.isPublished(eventId);
+  repoHooks.onDropped = (id, entryIds) => publisher.dropped(id, entryIds);
   const outbox = createOutboxRelay({
     nats: infra.nats, collections: [emails.collection], logger: logger.child({ component: 'outbox' }),
     metrics: infra.metrics, batchSize: 500, concurrency: 8, intervalMs: config.outboxScanIntervalMs,

@@ -32,6 +32,11 @@ export interface OutboxPublisher {
   hintWritten(id: string, outbox: readonly OutboxEntry[]): void;
   /** Whether this process published the entry and it may be dropped with the email's next write. */
   isPublished(eventId: string): boolean;
+  /**
+   * A write of the email took these published entries out of its outbox: they are forgotten, so the separate
+   * removal of what is left names an entry still there (and there is none when nothing is left).
+   */
+  dropped(emailId: string, entryIds: readonly string[]): void;
   start(): void;
   /** Publishes what was hinted so far and removes what was published, then stops. */
   stop(): Promise<void>;
@@ -178,6 +183,14 @@ export function createOutboxPublisher(opts: {
     },
     isPublished(eventId) {
       return published.has(eventId);
+    },
+    dropped(emailId, entryIds) {
+      for (const id of entryIds) published.delete(id);
+      const known = removals.get(emailId);
+      if (!known) return;
+      const left = known.entries.filter((e) => !entryIds.includes(e.id));
+      if (left.length === 0) removals.delete(emailId);
+      else removals.set(emailId, { entries: left, dueAt: known.dueAt });
     },
     start() {
       stopped = false;

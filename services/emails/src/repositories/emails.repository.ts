@@ -218,6 +218,8 @@ interface PlannedWrite {
   readonly record: EmailRecord;
   readonly events: readonly EventEnvelope[];
   readonly outbox: readonly OutboxEntry[];
+  /** Ids of the published entries this write takes out of the outbox. */
+  readonly dropped: readonly string[];
   readonly marker: { readonly eventId: string } | { readonly reportKey: string } | undefined;
 }
 
@@ -328,6 +330,8 @@ export interface EmailsRepositoryHooks {
   onWritten?: (emailId: string, outbox: readonly OutboxEntry[]) => void;
   /** Whether this process already published an outbox entry (a write then drops it instead of a separate removal). */
   isPublished?: (eventId: string) => boolean;
+  /** A write landed that took these published entries out of the email's outbox. */
+  onDropped?: (emailId: string, entryIds: readonly string[]) => void;
 }
 
 export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}, recent: RecentEmails = createRecentEmails()): EmailsRepository {
@@ -408,12 +412,14 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
     // What shows, on a later read, that this very write landed: an event id it stored or the report key it added.
     const marker = stored[0] ? { eventId: stored[0].id } : m.addReportKey ? { reportKey: m.addReportKey } : undefined;
     return {
-      filter: { _id: current.id, version: current.version, ...sameOutbox, ...NOT_DELETED } as Filter<EmailDoc>, update: write, record, events, outbox, marker,
+      filter: { _id: current.id, version: current.version, ...sameOutbox, ...NOT_DELETED } as Filter<EmailDoc>, update: write, record, events, outbox,
+      dropped: done.map((e) => e.id), marker,
     };
   }
 
   function written(w: PlannedWrite): MutateResult {
     recent.put(w.record);
+    if (w.dropped.length > 0) hooks.onDropped?.(w.record.id, w.dropped);
     if (w.events.length > 0) hooks.onWritten?.(w.record.id, w.outbox);
     return { applied: true, record: w.record, events: w.events };
   }

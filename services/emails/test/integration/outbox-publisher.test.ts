@@ -7,7 +7,7 @@ import { isolatedNats, stopNats, testMongoUrl, uniqueDbName } from '@mailfleet/t
 import type { Collection, Document } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOutboxPublisher } from '../../src/events/outbox-publisher.js';
-import { createEmailsRepository, type NewEmail } from '../../src/repositories/emails.repository.js';
+import { createEmailsRepository, type EmailsRepositoryHooks, type NewEmail } from '../../src/repositories/emails.repository.js';
 
 // The emails outbox's fast path on FerretDB and NATS: what a write hands over is published as handed
 // (no read), what is only named is read by id, and published entries leave the email.
@@ -97,5 +97,40 @@ describe('the emails outbox publisher', () => {
     await repo.insertMany([email('em_ins1'), email('em_ins2'), email('em_ins3')]);
     expect(written).toEqual(['em_ins1', 'em_ins2', 'em_ins3']);
     expect(named).toEqual(['em_ins1', 'em_ins2']);
+  });
+
+  it('after a write took the published entries along, what it left is removed in its turn', async () => {
+    // Wired as the service wires them: a write drops what the publisher published and tells it so.
+    const hooks: EmailsRepositoryHooks = {};
+    const repo = createEmailsRepository(mongo.db, hooks);
+    const publisher = createOutboxPublisher({ collection: emails, nats, logger, delayMs: 20, removeAfterMs: 200 });
+    hooks.onWritten = (id, outbox) => publisher.hintWritten(id, outbox);
+    hooks.onEvents = (ids) => publisher.hint(ids);
+    hooks.isPublished = (eventId) => publisher.isPublished(eventId);
+    hooks.onDropped = (id, entryIds) => publisher.dropped(id, entryIds);
+    publisher.start();
+    const outboxOf = async (id: string) => ((await emails.findOne({ _id: id as never }))?.['outbox'] ?? []) as { id: string; subject: string }[];
+    try {
+      await repo.insertMany([{
+        id: 'em_drop', teamId: 'team_p', domainId: 'dom_p', from: 'a@p.example', fromAddress: 'a@p.example', to: ['b@q.example'],
+        toAddresses: ['b@q.example'], cc: [], bcc: [], replyTo: [], subject: 'hello', text: 'hi', headers: [], attachments: [],
+        messageId: '<em_drop@p.example>', references: [], pending: ['b@q.example'], suppressed: [], events: [{ status: 'QUEUED' }], createdAt: new Date(),
+      }]);
+      const [queued] = await outboxOf('em_drop');
+      expect(queued?.subject).toBe('mailfleet.email.queued');
+      await expect.poll(() => publisher.isPublished(queued!.id), { timeout: 10_000 }).toBe(true);
+
+      // The next change takes the published `email.queued` along and adds `email.sent`.
+      const sent = await repo.mutate('em_drop', () => ({ events: [{ status: 'SENT' }] }));
+      expect(sent?.applied).toBe(true);
+      const left = await outboxOf('em_drop');
+      expect(left.map((e) => e.subject)).toEqual(['mailfleet.email.sent']);
+      await expect.poll(() => publisher.isPublished(left[0]!.id), { timeout: 10_000 }).toBe(true);
+
+      // No later write comes for it: the publisher's own removal takes `email.sent` out.
+      await expect.poll(async () => (await outboxOf('em_drop')).length, { timeout: 10_000 }).toBe(0);
+    } finally {
+      await publisher.stop();
+    }
   });
 });
