@@ -49,7 +49,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     routerOptions: { maxParamLength: 254 * 12 },
     trustProxy: deps.trustProxy ?? false,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: true } },
-    disableRequestLogging: false,
   });
 
   // Each handler runs in a request context so outbound gRPC calls carry the request id.
