@@ -9,7 +9,10 @@
  * goes in the next, so the batch grows with the store's latency instead of
  * the number of writes growing with the load. On a store that serialises
  * writes per collection (FerretDB here) a second concurrent flush would only
- * queue behind the first anyway.
+ * queue behind the first anyway. The next batch still waits out the delay,
+ * counted from its first item's arrival (Kafka's `linger.ms`): when the store
+ * is slow and the items are few, each flush would otherwise carry only what
+ * arrived during the one before it.
  */
 export interface GroupCommitOptions<T, R> {
   /**
@@ -24,7 +27,7 @@ export interface GroupCommitOptions<T, R> {
    * by the number of items. A batch always takes at least one item, however heavy.
    */
   readonly weigh?: (item: T) => number;
-  /** The longest the first item of a batch waits for others. */
+  /** The longest the first item of a batch waits for others (counted from its arrival, also while a flush runs). */
   readonly maxDelayMs: number;
 }
 
@@ -39,6 +42,8 @@ export interface GroupCommit<T, R> {
 
 interface Waiting<T, R> {
   readonly item: T;
+  /** When it was submitted (ms). */
+  readonly at: number;
   readonly resolve: (r: R) => void;
   readonly reject: (err: unknown) => void;
 }
@@ -89,27 +94,29 @@ export function createGroupCommit<T, R>(opts: GroupCommitOptions<T, R>): GroupCo
     waitingWeight -= weight;
     running = runBatch(batch).finally(() => {
       running = undefined;
-      // What arrived meanwhile has already waited at least one flush: write it now.
-      kick();
+      // What arrived meanwhile goes once it is a full batch or its first item has waited the delay.
+      arm();
     });
   }
 
   function arm(): void {
     if (running || timer) return;
-    if (waitingWeight >= opts.maxItems) {
+    if (waiting.length === 0) return;
+    const left = opts.maxDelayMs - (Date.now() - waiting[0]!.at);
+    if (waitingWeight >= opts.maxItems || left <= 0) {
       kick();
       return;
     }
     timer = setTimeout(() => {
       timer = undefined;
       kick();
-    }, opts.maxDelayMs);
+    }, left);
   }
 
   return {
     submit(item) {
       return new Promise<R>((resolve, reject) => {
-        waiting.push({ item, resolve, reject });
+        waiting.push({ item, at: Date.now(), resolve, reject });
         waitingWeight += weigh(item);
         if (waitingWeight >= opts.maxItems) kick();
         else arm();

@@ -40,6 +40,27 @@ describe('group commit', () => {
     expect(gc.size).toBe(0);
   });
 
+  it('what arrives during a flush still waits out the delay from its arrival, so a slow store gets fuller batches', async () => {
+    const gate = deferred<void>();
+    const flushes: number[][] = [];
+    const gc = createGroupCommit<number, number>({
+      maxItems: 100, maxDelayMs: 300,
+      flush: async (items) => { flushes.push([...items]); if (flushes.length === 1) await gate.promise; return [...items]; },
+    });
+    const first = gc.submit(1);
+    await new Promise((r) => setTimeout(r, 320));
+    expect(flushes).toEqual([[1]]);
+    const second = gc.submit(2);
+    gate.resolve();
+    await first;
+    // The flush is over, but 2 has not waited its delay yet: 3 joins it.
+    await new Promise((r) => setTimeout(r, 20));
+    expect(flushes).toEqual([[1]]);
+    const third = gc.submit(3);
+    await Promise.all([second, third]);
+    expect(flushes).toEqual([[1], [2, 3]]);
+  });
+
   it('an item that failed alone fails only its caller', async () => {
     const gc = createGroupCommit<number, number>({ maxItems: 10, maxDelayMs: 1, flush: async (items) => items.map((i) => (i === 2 ? new Error('dup 2') : i)) });
     const settled = await Promise.allSettled([gc.submit(1), gc.submit(2), gc.submit(3)]);
