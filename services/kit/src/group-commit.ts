@@ -42,7 +42,7 @@ export interface GroupCommit<T, R> {
 
 interface Waiting<T, R> {
   readonly item: T;
-  /** When it was submitted (ms). */
+  /** When it was submitted (performance.now(): a clock step never stretches a linger). */
   readonly at: number;
   readonly resolve: (r: R) => void;
   readonly reject: (err: unknown) => void;
@@ -102,7 +102,7 @@ export function createGroupCommit<T, R>(opts: GroupCommitOptions<T, R>): GroupCo
   function arm(): void {
     if (running || timer) return;
     if (waiting.length === 0) return;
-    const left = opts.maxDelayMs - (Date.now() - waiting[0]!.at);
+    const left = opts.maxDelayMs - (performance.now() - waiting[0]!.at);
     if (waitingWeight >= opts.maxItems || left <= 0) {
       kick();
       return;
@@ -116,7 +116,7 @@ export function createGroupCommit<T, R>(opts: GroupCommitOptions<T, R>): GroupCo
   return {
     submit(item) {
       return new Promise<R>((resolve, reject) => {
-        waiting.push({ item, at: Date.now(), resolve, reject });
+        waiting.push({ item, at: performance.now(), resolve, reject });
         waitingWeight += weigh(item);
         if (waitingWeight >= opts.maxItems) kick();
         else arm();
