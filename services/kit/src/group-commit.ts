@@ -99,11 +99,17 @@ export function createGroupCommit<T, R>(opts: GroupCommitOptions<T, R>): GroupCo
     });
   }
 
-  function arm(): void {
+  /**
+   * Writes now, or sets the timer for the first waiting item's linger. From a submit (`justArrived`) with nothing
+   * running and no timer set, the item just submitted is the only one waiting: it waits the whole delay, and no
+   * clock is read, so a slow tick between its arrival and this call never cuts its batch short.
+   */
+  function arm(justArrived = false): void {
     if (running || timer) return;
     if (waiting.length === 0) return;
-    const left = opts.maxDelayMs - (performance.now() - waiting[0]!.at);
-    if (waitingWeight >= opts.maxItems || left <= 0) {
+    const left = justArrived ? opts.maxDelayMs : opts.maxDelayMs - (performance.now() - waiting[0]!.at);
+    // A fresh item always goes through the timer, even at delay 0: what is submitted in the same tick joins it.
+    if (waitingWeight >= opts.maxItems || (!justArrived && left <= 0)) {
       kick();
       return;
     }
@@ -119,7 +125,7 @@ export function createGroupCommit<T, R>(opts: GroupCommitOptions<T, R>): GroupCo
         waiting.push({ item, at: performance.now(), resolve, reject });
         waitingWeight += weigh(item);
         if (waitingWeight >= opts.maxItems) kick();
-        else arm();
+        else arm(true);
       });
     },
     async drain() {

@@ -16,6 +16,13 @@ describe('group commit', () => {
     expect(flushes).toEqual([[1, 2, 3]]);
   });
 
+  it('at a delay of 0, what is submitted in the same tick still shares one flush', async () => {
+    const flushes: number[][] = [];
+    const gc = createGroupCommit<number, number>({ maxItems: 100, maxDelayMs: 0, flush: async (items) => { flushes.push([...items]); return [...items]; } });
+    await Promise.all([gc.submit(1), gc.submit(2), gc.submit(3)]);
+    expect(flushes).toEqual([[1, 2, 3]]);
+  });
+
   it('a full batch is written at once, without waiting for the delay', async () => {
     const flushes: number[][] = [];
     const gc = createGroupCommit<number, number>({ maxItems: 2, maxDelayMs: 60_000, flush: async (items) => { flushes.push([...items]); return [...items]; } });
