@@ -7,6 +7,17 @@ function deferred<T>() {
   return { promise, resolve };
 }
 
+/** A group commit whose first flush waits for `gate`; every flush is recorded in `flushes`. */
+function gatedCommit(maxDelayMs: number) {
+  const gate = deferred<void>();
+  const flushes: number[][] = [];
+  const gc = createGroupCommit<number, number>({
+    maxItems: 100, maxDelayMs,
+    flush: async (items) => { flushes.push([...items]); if (flushes.length === 1) await gate.promise; return [...items]; },
+  });
+  return { gc, gate, flushes };
+}
+
 describe('group commit', () => {
   it('items submitted together share one flush, and each caller gets its own result', async () => {
     const flushes: number[][] = [];
@@ -31,12 +42,7 @@ describe('group commit', () => {
   });
 
   it('one flush at a time: what arrives meanwhile goes in the next one, together', async () => {
-    const gate = deferred<void>();
-    const flushes: number[][] = [];
-    const gc = createGroupCommit<number, number>({
-      maxItems: 100, maxDelayMs: 0,
-      flush: async (items) => { flushes.push([...items]); if (flushes.length === 1) await gate.promise; return [...items]; },
-    });
+    const { gc, gate, flushes } = gatedCommit(0);
     const first = gc.submit(1);
     await new Promise((r) => setTimeout(r, 10));
     const later = [gc.submit(2), gc.submit(3), gc.submit(4)];
@@ -48,14 +54,10 @@ describe('group commit', () => {
   });
 
   it('what arrives during a flush still waits out the delay from its arrival, so a slow store gets fuller batches', async () => {
-    const gate = deferred<void>();
-    const flushes: number[][] = [];
-    const gc = createGroupCommit<number, number>({
-      maxItems: 100, maxDelayMs: 300,
-      flush: async (items) => { flushes.push([...items]); if (flushes.length === 1) await gate.promise; return [...items]; },
-    });
+    // A long delay: the 20 ms pause below stays well inside it on a loaded machine.
+    const { gc, gate, flushes } = gatedCommit(1_000);
     const first = gc.submit(1);
-    await new Promise((r) => setTimeout(r, 320));
+    await new Promise((r) => setTimeout(r, 1_020));
     expect(flushes).toEqual([[1]]);
     const second = gc.submit(2);
     gate.resolve();
