@@ -69,10 +69,15 @@ func main() {
 	// BEGIN IMMEDIATE: the statements of an update command read, then write, in one transaction
 	// (_overlay/fsql/group.go); a deferred one would fail on a stale snapshot when another collection
 	// of the database was written in between, and busy_timeout does not retry that.
+	// temp_store=memory: every statement inside those transactions keeps a statement journal (to undo
+	// just that statement). With temp files allowed, SQLite gives each journal one 64 KiB first chunk,
+	// which modernc's allocator serves with an mmap and a munmap per statement; in memory it grows by
+	// 1 KiB chunks from the allocator's pools. Statement journals are never read after a crash (the
+	// WAL is the durable log), and temp tables and sorts are small here (FerretDB sorts in Go).
 	f, err := ferretdb.New(&ferretdb.Config{
 		Listener:  ferretdb.ListenerConfig{TCP: backendAddr},
 		Handler:   "sqlite",
-		SQLiteURL: "file:" + abs + "/?_txlock=immediate",
+		SQLiteURL: "file:" + abs + "/?_txlock=immediate&_pragma=temp_store(memory)",
 		Logger:    logger,
 	})
 	if err != nil {
