@@ -43,11 +43,12 @@ export function handOffMaxAgeOf(config: Pick<WebhooksConfig, 'perWebhookConcurre
 }
 
 /**
- * Most deliveries waiting at once, handed over by the fan-out: four times `WEBHOOK_CONCURRENCY`, a few seconds of
- * work at hundreds of deliveries a second, well inside the 15 s a handed delivery may wait by default. A handed
+ * The floor of the deliveries handed over by the fan-out that may wait at once: four times `WEBHOOK_CONCURRENCY`, a
+ * few seconds of work at hundreds of deliveries a second, well inside the 15 s a handed delivery may wait by
+ * default. The worker holds more while its recent pace starts them in time (`handOffLimit` in the worker). A handed
  * delivery costs three statements (entry insert, record insert with the result, entry delete) against six for one
  * stored free and claimed from the queue, and one that waited too long is released with two more, so a worker
- * that falls behind for a few seconds is better off holding them.
+ * that falls behind is better off holding them as long as it starts them in time.
  */
 export function handOffLimitOf(config: Pick<WebhooksConfig, 'concurrency'>): number {
   return config.concurrency * 4;

@@ -48,13 +48,47 @@ export interface DeliveryWorkerOptions {
    */
   handOffMaxAgeMs?: number;
   /**
-   * Most deliveries claimed at fan-out waiting at once (default `concurrency`): few enough that a worker that keeps
-   * up at all starts them within `handOffMaxAgeMs`. A worker that falls behind gets the rest stored free, claimed
-   * from the queue when it has room (one released after waiting too long costs two writes more than either way).
+   * Fewest deliveries claimed at fan-out that may wait at once (default `concurrency`). The worker takes more while
+   * its recent pace would start them inside `handOffMaxAgeMs` (three quarters of it, at the deliveries per second it
+   * started over the last few seconds; at most HAND_OFF_CEILING): a worker that falls behind a burst by more than
+   * this floor keeps the cheap path as long as it still starts what it holds in time. Beyond that the fan-out stores
+   * the rest free, claimed from the queue when there is room (one released after waiting too long costs two writes
+   * more than either way).
    */
   handOffLimit?: number;
   logger: Logger;
   now?: () => Date;
+}
+
+/** Most deliveries claimed at fan-out held at once, whatever the pace (their records and payloads are in memory). */
+export const HAND_OFF_CEILING = 10_000;
+/** The window over which the worker's pace (deliveries started per second) is measured for its hand-off room. */
+export const PACE_WINDOW_MS = 5_000;
+
+/**
+ * Deliveries started per second over the last `windowMs`, counted in one-second buckets (a burst's thousands of
+ * starts cost a few numbers, not a timestamp each).
+ */
+export function createPaceMeter(windowMs = PACE_WINDOW_MS): { add(n: number, at: number): void; perSecond(at: number): number } {
+  const buckets = new Map<number, number>();
+  const seconds = Math.max(1, Math.round(windowMs / 1_000));
+  const prune = (at: number) => {
+    const oldest = Math.floor(at / 1_000) - seconds;
+    for (const k of buckets.keys()) if (k <= oldest) buckets.delete(k);
+  };
+  return {
+    add(n, at) {
+      const k = Math.floor(at / 1_000);
+      buckets.set(k, (buckets.get(k) ?? 0) + n);
+      prune(at);
+    },
+    perSecond(at) {
+      prune(at);
+      let sum = 0;
+      for (const n of buckets.values()) sum += n;
+      return sum / seconds;
+    },
+  };
 }
 
 /**
@@ -90,6 +124,16 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
   let adopted: { claim: ClaimedDelivery; at: number }[] = [];
   const handOffMaxAgeMs = opts.handOffMaxAgeMs ?? 0;
   const handOffLimit = opts.handOffLimit ?? opts.concurrency;
+  const pace = createPaceMeter();
+
+  /**
+   * How many handed deliveries may wait now: the floor, or what the recent pace starts in three quarters of the
+   * allowed wait (a quarter kept for the pace to drop; one that still waits too long is released to the queue).
+   */
+  function handOffRoomLimit(): number {
+    const byPace = Math.floor((pace.perSecond(now().getTime()) * handOffMaxAgeMs * 0.75) / 1_000);
+    return Math.min(Math.max(handOffLimit, byPace), Math.max(handOffLimit, HAND_OFF_CEILING));
+  }
 
   function signal(): void {
     woken = true;
@@ -137,6 +181,7 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
     const webhookId = claims[0]!.record.webhookId;
     perWebhook.set(webhookId, (perWebhook.get(webhookId) ?? 0) + claims.length);
     attempts += claims.length;
+    pace.add(claims.length, now().getTime());
     let posting = true;
     // The endpoint's slots are free once its posts ended: the next round goes out while these results are written
     // (their records stay leased until then, so nothing is attempted twice). The replica's slots follow the writes.
@@ -241,7 +286,7 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
   const handOff: DeliveryHandOff | undefined = handOffMaxAgeMs > 0
     ? {
       leaseMs: opts.leaseMs,
-      room: () => (stopping ? 0 : Math.max(0, handOffLimit - adopted.length)),
+      room: () => (stopping ? 0 : Math.max(0, handOffRoomLimit() - adopted.length)),
       adopt(claims) {
         if (stopping) {
           // Stopped (or stopping) since the fan-out asked for room: nobody here will attempt them.

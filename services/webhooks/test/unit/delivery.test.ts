@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { AttemptResult } from '../../src/domain/retry-policy.js';
 import { createDeliverer } from '../../src/workers/deliverer.js';
-import { createDeliveryWorker } from '../../src/workers/delivery.worker.js';
+import { createDeliveryWorker, createPaceMeter } from '../../src/workers/delivery.worker.js';
 import { failure, fakeDeliveries, fakeEndpoint, fakeWebhooks, silentLogger, success, type PostCall } from './fakes.js';
 
 const policy = { maxAttempts: 3, baseDelayMs: 1_000, maxDelayMs: 10_000, failureThreshold: 2 };
@@ -157,6 +157,42 @@ describe('delivery worker', () => {
     expect(s.endpoint.calls).toHaveLength(4);
     expect([...s.deliveries.rows.values()].find((r) => r.eventId === 'evt_late')).toMatchObject({ status: 'PENDING', leaseUntil: 0 });
     expect(claimed.some((n) => n > 0)).toBe(true);
+  });
+
+  it('holds more handed deliveries while its recent pace starts them in time, and falls back to the floor', async () => {
+    const s = await setup();
+    const deliverer = createDeliverer({ webhooks: s.webhooks, deliveries: s.deliveries, endpoint: s.endpoint.client, policy, logger: silentLogger, now: s.now, random: () => 0.5 });
+    const worker = createDeliveryWorker({
+      deliveries: s.deliveries, deliverer, concurrency: 8, perWebhookConcurrency: 4, roundSize: 8, leaseMs: 60_000, pollIntervalMs: 20,
+      handOffMaxAgeMs: 20_000, handOffLimit: 2, logger: silentLogger, now: s.now,
+    });
+    const input = (eventId: string) => ({ teamId: 'team_a', webhookId: 'wh_1', eventId, type: 'domain.created', payload: `{"id":"${eventId}"}`, now: s.now() });
+    worker.start();
+    try {
+      // No pace yet: the floor.
+      expect(worker.handOff!.room()).toBe(2);
+      worker.handOff!.adopt(await s.deliveries.createClaimedMany(Array.from({ length: 10 }, (_, i) => input(`evt_${i}`)), s.now(), 60_000));
+      await expect.poll(() => s.endpoint.calls.length, { timeout: 5_000 }).toBe(10);
+      // 10 started in the 5 s window: 2 a second, so three quarters of 20 s of allowed wait hold 30.
+      expect(worker.handOff!.room()).toBe(30);
+      // The window passed with nothing started: back to the floor.
+      s.advance(6_000);
+      expect(worker.handOff!.room()).toBe(2);
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  it('measures its pace in one-second buckets over the window', () => {
+    const pace = createPaceMeter(5_000);
+    expect(pace.perSecond(10_000)).toBe(0);
+    pace.add(10, 10_000);
+    pace.add(15, 12_500);
+    expect(pace.perSecond(12_900)).toBe(5);
+    // The first bucket (second 10) leaves the window once second 15 begins.
+    expect(pace.perSecond(14_999)).toBe(5);
+    expect(pace.perSecond(15_000)).toBe(3);
+    expect(pace.perSecond(18_000)).toBe(0);
   });
 
   it('a delivery waiting in the queue goes before younger ones the fan-out hands over meanwhile', async () => {
