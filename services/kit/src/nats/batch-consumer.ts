@@ -46,9 +46,12 @@ export interface BatchConsumerOptions {
   /** Batches handled at once by this process (default 1: batches of one key then never race each other here). */
   maxInFlight?: number;
   /**
-   * How long the first message of a batch waits for others when a slot is free
-   * (default 5 ms). A busy handler makes the next batch larger by itself: what
-   * arrives meanwhile is taken at once when it finishes.
+   * How long the first message of a batch waits for others, counted from its
+   * arrival (default 5 ms): a batch goes when it is full or when its first
+   * message has waited this long, also when a slot frees up after a busy
+   * handler (what arrived meanwhile goes at once only when it has waited the
+   * linger already). So at a steady trickle a batch holds what arrives in one
+   * linger, not what arrived during the last handler's few writes.
    */
   lingerMs?: number;
   maxDeliver?: number;
@@ -83,6 +86,8 @@ export function createBatchConsumer(opts: BatchConsumerOptions): DurableConsumer
   const ackWaitMs = opts.ackWaitMs ?? 30_000;
   const inflight = new Set<Promise<void>>();
   let buffer: JsMsg[] = [];
+  /** When each buffered message arrived (performance.now()), in buffer order. */
+  let arrivals: number[] = [];
   let timer: NodeJS.Timeout | undefined;
   let messages: ConsumerMessages | undefined;
   let stopping = false;
@@ -178,19 +183,31 @@ export function createBatchConsumer(opts: BatchConsumerOptions): DurableConsumer
     if (stopping || buffer.length === 0 || inflight.size >= maxInFlight) return;
     const msgs = buffer.slice(0, batchSize);
     buffer = buffer.slice(msgs.length);
+    arrivals = arrivals.slice(msgs.length);
     const p = handleBatch(msgs)
       .catch((err: unknown) => opts.logger.error({ err, durable: opts.durable }, 'batch settling failed'))
       .finally(() => {
         inflight.delete(p);
-        // What arrived while this batch was handled goes at once: that is how batches grow under load.
-        dispatch();
+        // What arrived while this batch was handled goes when full, or once its first message has waited the linger.
+        schedule(false);
       });
     inflight.add(p);
   }
 
-  function schedule(): void {
-    if (buffer.length >= batchSize) dispatch();
-    else if (!timer && inflight.size < maxInFlight) timer = setTimeout(dispatch, lingerMs);
+  /**
+   * Dispatches a full batch now; otherwise arms the timer for the first buffered message's linger. A message that
+   * just arrived into an empty buffer (`fresh`) arms the whole linger without reading the clock; after a handler
+   * finished, what is left of the oldest message's linger (nothing, when it has waited that long already).
+   */
+  function schedule(fresh: boolean): void {
+    if (buffer.length >= batchSize) {
+      dispatch();
+      return;
+    }
+    if (timer || buffer.length === 0 || inflight.size >= maxInFlight) return;
+    const wait = fresh ? lingerMs : lingerMs - (performance.now() - arrivals[0]!);
+    if (wait <= 0) dispatch();
+    else timer = setTimeout(dispatch, wait);
   }
 
   async function run(): Promise<void> {
@@ -200,9 +217,10 @@ export function createBatchConsumer(opts: BatchConsumerOptions): DurableConsumer
         messages = await consumer.consume({ max_messages: batchSize });
         for await (const msg of messages) {
           buffer.push(msg);
+          arrivals.push(performance.now());
           // Bounded: with every slot busy and a full batch waiting, stop taking messages.
           while (buffer.length >= batchSize && inflight.size >= maxInFlight && !stopping) await Promise.race(inflight);
-          schedule();
+          schedule(buffer.length === 1);
           if (stopping) break;
         }
       } catch (err) {
@@ -234,6 +252,7 @@ export function createBatchConsumer(opts: BatchConsumerOptions): DurableConsumer
       // Taken but never handed over: give them back at once for another replica (or the next start).
       for (const m of buffer) m.nak();
       buffer = [];
+      arrivals = [];
       await loop;
     },
   };

@@ -32,9 +32,10 @@ async function publishAll(events: readonly EventEnvelope<unknown>[]): Promise<vo
   await Promise.all(events.map((e) => nats.js.publish(subjectFor(e.type), encodeEvent(e), { msgID: e.id })));
 }
 
-function start(group: string, handler: BatchHandler, batchSize = 64): DurableConsumer {
+function start(group: string, handler: BatchHandler, batchSize = 64, lingerMs?: number): DurableConsumer {
   const c = createBatchConsumer({
     nats, logger, durable: `kit-batch-${group}`, filterSubjects: [`mailfleet.${group}.>`], handler, batchSize, backoffMs: [100, 200], maxDeliver: 4,
+    ...(lingerMs !== undefined ? { lingerMs } : {}),
   });
   consumers.push(c);
   return c;
@@ -60,6 +61,27 @@ describe('batch durable consumer', () => {
     expect(Math.max(...sizes)).toBeLessThanOrEqual(64);
     // Messages that were waiting go together, not one by one.
     expect(sizes.length).toBeLessThan(300 / 4);
+  });
+
+  it('at a steady trickle a batch holds what arrives in one linger, also after a busy handler', async () => {
+    const group = uniqueGroup();
+    const sizes: number[] = [];
+    // The handler's writes take a while; what arrives meanwhile waits out the linger of its first event.
+    const c = start(group, async (batch) => {
+      sizes.push(batch.length);
+      await new Promise((r) => setTimeout(r, 20));
+    }, 256, 300);
+    await c.start();
+    const events = Array.from({ length: 120 }, (_, i) => createEvent(`${group}.happened`, 'team_a', { i }));
+    for (const e of events) {
+      await nats.js.publish(subjectFor(e.type), encodeEvent(e), { msgID: e.id });
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    await idle(group);
+    expect(sizes.reduce((a, b) => a + b, 0)).toBe(120);
+    // About 1.2 s of events in batches of 300 ms: a handful. Dispatching what arrived during each 20 ms handler at
+    // once made batches of two or three events, some fifty batches.
+    expect(sizes.length).toBeLessThanOrEqual(12);
   });
 
   it('a poison event thrown by the handler is terminated alone; the rest of its batch is handled', async () => {
