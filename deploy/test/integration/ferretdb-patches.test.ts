@@ -3,14 +3,16 @@ import { testPatchedFerretDb } from '../../src/binaries.js';
 
 /**
  * The embedded FerretDB is built with patches and added files (deploy/ferretdb/patches.json). Its own sjson
- * tests, and the overlay's comparison of the single-pass decoder and the one-buffer encoder with the originals
- * on random and altered documents, run here against the patched source with the Go toolchain the build uses.
+ * tests, and the overlay's comparison of the single-pass decoder (escaped strings included) and the one-buffer encoder
+ * with the originals on random and altered documents, run here against the patched source with the Go toolchain the build uses.
  */
 describe('the patched FerretDB module', () => {
   it('passes FerretDB\'s sjson tests and the comparison of the fast decoder and encoder with the originals', async () => {
     const out = await testPatchedFerretDb(['-v', './internal/handler/sjson/']);
     expect(out).toMatch(/--- PASS: TestUnmarshalFastMatchesOriginal/);
     expect(out).toMatch(/--- PASS: TestUnmarshalFastNeverDisagrees/);
+    expect(out).toMatch(/--- PASS: TestStringEscapesMatchOriginal/);
+    expect(out).toMatch(/--- PASS: TestSkipStringFindsTheClosingQuote/);
     expect(out).toMatch(/--- PASS: TestMarshalFastMatchesOriginal/);
     expect(out).toMatch(/--- PASS: TestMarshalUnmarshal/);
     expect(out).not.toMatch(/--- FAIL/);

@@ -179,6 +179,135 @@ func TestUnmarshalFastRefusesTheUnusual(t *testing.T) {
 	}
 }
 
+// stringDocument is a stored document whose one field holds the JSON string literal lit.
+func stringDocument(lit string) []byte {
+	return []byte(`{"$s":{"p":{"a":{"t":"string"}},"$k":["a"]},"a":` + lit + `}`)
+}
+
+// TestStringEscapesMatchOriginal: a string with escapes decodes on the fast
+// path exactly as encoding/json decodes it, or the fast path refuses it and
+// the original decides (control characters, invalid UTF-8, lone surrogates).
+func TestStringEscapesMatchOriginal(t *testing.T) {
+	mustAccept := []string{
+		`"a\"b"`, `"\\"`, `"\/"`, `"\b\f\n\r\t"`, `"\u00e9 \u00E9"`, `"\u0000"`, `"\ud83d\ude00 astral"`,
+		`"{\"k\":\"v\",\"n\":[1,2],\"s\":\"line\nnext\"}"`, `"a\\\"b"`, `"\u2028\u2029"`, `"é \"日本\""`,
+	}
+	mayRefuse := []string{
+		`"\ud83d"`, `"\ude00"`, `"\ud83d\u0041"`, `"\ud83dx"`, `"\u12"`, `"\u12zz"`, `"\x"`, "\"a\x01\\n\"",
+		"\"\xff\\n\"", "\"\xc3\\u00a9\"", `"\`, `"\u`, `"a\"`, `"\\\"`, `"\uDBFF\uDFFF"`, `"\uDC00\uD800"`,
+	}
+
+	check := func(lit string) bool {
+		doc := stringDocument(lit)
+		got, ok := unmarshalFast(doc)
+		want, err := unmarshalSlow(doc)
+
+		if !ok {
+			return false
+		}
+
+		if err != nil {
+			t.Fatalf("fast path accepted what the original refuses (%v): %s", err, lit)
+		}
+
+		if !reflect.DeepEqual(want, got) {
+			t.Fatalf("fast path differs on %s:\nwant %#v\ngot  %#v", lit, want, got)
+		}
+
+		return true
+	}
+
+	for _, lit := range mustAccept {
+		if !check(lit) {
+			t.Errorf("fast path refused %s", lit)
+		}
+	}
+
+	for _, lit := range mayRefuse {
+		check(lit)
+	}
+
+	// Random strings of escapes, hex digits, quotes, multi-byte and invalid bytes.
+	rnd := rand.New(rand.NewSource(3))
+	pieces := []string{
+		`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`, `\u`, `\ud83d`, `\ude00`, `\u00e9`, `\uD800`, `\uFFFF`,
+		`0`, `9`, `a`, `F`, `g`, `x`, `é`, `😀`, "\xff", "\x01", `\`, `"`, ` `,
+	}
+	accepted := 0
+
+	for i := 0; i < 50000; i++ {
+		var b strings.Builder
+
+		b.WriteByte('"')
+
+		for j := rnd.Intn(8); j > 0; j-- {
+			b.WriteString(pieces[rnd.Intn(len(pieces))])
+		}
+
+		b.WriteByte('"')
+
+		if check(b.String()) {
+			accepted++
+		}
+	}
+
+	if accepted < 1000 {
+		t.Fatalf("the fast path accepted only %d random strings: the comparison hardly ran", accepted)
+	}
+}
+
+// TestSkipStringFindsTheClosingQuote: skipping a string (a value the schema
+// leaves to the original decoder, or the fallback's first pass) ends at the
+// first quote after an even number of backslashes.
+func TestSkipStringFindsTheClosingQuote(t *testing.T) {
+	for lit, want := range map[string]string{
+		`"a" rest`:        `"a"`,
+		`"a\"b" rest`:     `"a\"b"`,
+		`"a\\" rest`:      `"a\\"`,
+		`"a\\\"b" rest`:   `"a\\\"b"`,
+		`"\\\\"x"`:        `"\\\\"`,
+		`"" rest`:         `""`,
+		`"no end\"`:       "",
+		`"no end`:         "",
+		`"ends on \`:      "",
+	} {
+		r := &fastReader{b: []byte(lit)}
+		got, ok := r.skipString()
+
+		if ok != (want != "") || string(got) != want {
+			t.Errorf("skipString(%s) = %q, %v; want %q", lit, got, ok, want)
+		}
+	}
+}
+
+// A feed entry as analytics stores it: the payload is JSON text, so a string full of escapes.
+func benchmarkFeedDocument() []byte {
+	data := `{"id":"em_0123456789abcdefghij","status":"DELIVERED","to":["reader@inbox.example"],` +
+		`"from":"Bench <bench@example.com>","subject":"bench event 1","occurredAt":"2026-11-25T06:00:00.000Z",` +
+		`"domainId":"dom_0123456789","metadata":{"order":"A-1","note":"line one\nline two"}}`
+
+	return orPanic(Marshal(orPanic(types.NewDocument(
+		"_id", "team_0123|0001732406400000|evt_0123456789abcdef0123456789abcdef", "teamId", "team_0123",
+		"domainId", "dom_0123456789", "status", "DELIVERED", "dataJson", data, "createdAt", time.UnixMilli(1732406400000),
+	))))
+}
+
+func BenchmarkUnmarshalFeedDocument(b *testing.B) {
+	data := benchmarkFeedDocument()
+
+	b.Run("original", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			orPanic(unmarshalSlow(data))
+		}
+	})
+
+	b.Run("fast", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			orPanic(Unmarshal(data))
+		}
+	})
+}
+
 // An email document as the emails service stores it after DELIVERED, roughly.
 func benchmarkEmailDocument() []byte {
 	events := types.MakeArray(3)

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/FerretDB/FerretDB/internal/types"
@@ -203,28 +204,43 @@ func (r *fastReader) skipString() ([]byte, bool) {
 	start := r.i
 	r.i++
 
-	for r.i < len(r.b) {
-		switch r.b[r.i] {
-		case '"':
-			r.i++
+	// The string ends at the first quote after an even number of backslashes.
+	for {
+		j := bytes.IndexByte(r.b[r.i:], '"')
+		if j < 0 {
+			r.i = len(r.b)
+			return nil, false
+		}
+
+		q := r.i + j
+		r.i = q + 1
+
+		n := 0
+		for k := q - 1; k > start && r.b[k] == '\\'; k-- {
+			n++
+		}
+
+		if n%2 == 0 {
 			return r.b[start:r.i], true
-		case '\\':
-			r.i += 2
-		default:
-			r.i++
 		}
 	}
-
-	return nil, false
 }
 
-// stringValue decodes a JSON string; escapes, control characters and invalid
-// UTF-8 go through encoding/json for its exact behaviour.
+// stringValue decodes a JSON string. Strings without escapes are copied;
+// strings with the escapes Marshal writes are unescaped here (see
+// escapedString); control characters, invalid UTF-8, lone surrogates and
+// anything else unusual go through encoding/json for its exact behaviour.
 func (r *fastReader) stringValue() (string, bool) {
 	save := r.i
 
 	if s, ok := r.rawString(); ok && utf8.Valid(s) {
 		return string(s), true
+	}
+
+	r.i = save
+
+	if s, ok := r.escapedString(); ok {
+		return s, true
 	}
 
 	r.i = save
@@ -240,6 +256,122 @@ func (r *fastReader) stringValue() (string, bool) {
 	}
 
 	return s, true
+}
+
+// escapedString decodes a JSON string with escapes: stored JSON texts (a
+// feed entry's payload, a webhook body) are full of \" and \n, and
+// encoding/json validates and unquotes such a string in two passes with a
+// state machine per byte. It refuses (and encoding/json decides) a control
+// character, invalid UTF-8, an unknown escape and a \u escape that is a lone
+// or invalid surrogate, the cases where encoding/json substitutes or fails.
+func (r *fastReader) escapedString() (string, bool) {
+	if !r.consume('"') {
+		return "", false
+	}
+
+	buf := make([]byte, 0, 64)
+	start := r.i
+
+	for r.i < len(r.b) {
+		c := r.b[r.i]
+
+		switch {
+		case c == '"':
+			buf = append(buf, r.b[start:r.i]...)
+			r.i++
+
+			if !utf8.Valid(buf) {
+				return "", false
+			}
+
+			return string(buf), true
+		case c == '\\':
+			buf = append(buf, r.b[start:r.i]...)
+
+			if r.i+1 >= len(r.b) {
+				return "", false
+			}
+
+			e := r.b[r.i+1]
+			r.i += 2
+
+			switch e {
+			case '"', '\\', '/':
+				buf = append(buf, e)
+			case 'b':
+				buf = append(buf, '\b')
+			case 'f':
+				buf = append(buf, '\f')
+			case 'n':
+				buf = append(buf, '\n')
+			case 'r':
+				buf = append(buf, '\r')
+			case 't':
+				buf = append(buf, '\t')
+			case 'u':
+				cp, ok := r.hex4()
+				if !ok {
+					return "", false
+				}
+
+				if utf16.IsSurrogate(cp) {
+					if r.i+2 > len(r.b) || r.b[r.i] != '\\' || r.b[r.i+1] != 'u' {
+						return "", false
+					}
+
+					r.i += 2
+
+					low, ok := r.hex4()
+					if !ok {
+						return "", false
+					}
+
+					cp = utf16.DecodeRune(cp, low)
+					if cp == utf8.RuneError {
+						return "", false
+					}
+				}
+
+				buf = utf8.AppendRune(buf, cp)
+			default:
+				return "", false
+			}
+
+			start = r.i
+		case c < 0x20:
+			return "", false
+		default:
+			r.i++
+		}
+	}
+
+	return "", false
+}
+
+// hex4 reads the four hex digits of a \u escape.
+func (r *fastReader) hex4() (rune, bool) {
+	if r.i+4 > len(r.b) {
+		return 0, false
+	}
+
+	var cp rune
+
+	for _, c := range r.b[r.i : r.i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			cp = cp<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			cp = cp<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			cp = cp<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+
+	r.i += 4
+
+	return cp, true
 }
 
 // number returns the text of a JSON number.
