@@ -2,7 +2,7 @@ import { bindService, type ServiceInfra, type ServiceParts } from '@mailfleet/ki
 import { webhooksV1 } from '@mailfleet/proto';
 import { createEndpointClient, type Resolver } from './clients/endpoint.client.js';
 import { retryPolicyOf, type WebhooksConfig } from './config.js';
-import { createFanoutConsumer } from './events/fanout.consumer.js';
+import { createFanoutConsumer, directAllowed } from './events/fanout.consumer.js';
 import { createDeliveriesRepository } from './repositories/deliveries.repository.js';
 import { connectSubscriptionCache, withSubscriptionCache } from './repositories/subscription-cache.js';
 import { createWebhooksRepository } from './repositories/webhooks.repository.js';
@@ -123,7 +123,10 @@ export async function createWebhooksServer(deps: {
       logger,
       metrics,
     })],
-    consumers: [createFanoutConsumer({ webhooks, deliveries, nats, logger, metrics, onDeliveries: () => worker.kick(), ...(worker.handOff ? { handOff: worker.handOff } : {}) })],
+    consumers: [createFanoutConsumer({
+      webhooks, deliveries, nats, logger, metrics, onDeliveries: () => worker.kick(), ...(worker.handOff ? { handOff: worker.handOff } : {}),
+      direct: directAllowed(config.timeoutMs),
+    })],
     workers: [
       { name: 'delivery worker', stop: () => worker.stop() },
       { name: 'delivery sweeper', stop: async () => clearInterval(sweeper) },

@@ -27,7 +27,25 @@ export interface FanoutDeps {
    * deliveries are stored claimed for it and handed over, so they are attempted without being claimed from the queue.
    */
   readonly handOff?: DeliveryHandOff;
+  /** False: never attempt straight from the fan-out (the hand-off and the queue only). Default true. */
+  readonly direct?: boolean;
+  /** How long a direct attempt may wait for its post to start (default DIRECT_START_WITHIN_MS). */
+  readonly directStartWithinMs?: number;
   readonly now?: () => Date;
+}
+
+/**
+ * How long a batch's deliveries attempted straight from the fan-out may wait for their post to start (behind a slow
+ * endpoint's cap); the rest are stored for the queue. With a post's time-out this stays well inside the stream's
+ * ack wait (30 s), so the batch is never delivered again meanwhile.
+ */
+export const DIRECT_START_WITHIN_MS = 5_000;
+/** The fan-out's ack wait: a batch not acknowledged within it is delivered again. */
+export const FANOUT_ACK_WAIT_MS = 30_000;
+
+/** Whether a direct attempt (started within DIRECT_START_WITHIN_MS, then a post's time-out) ends inside the ack wait with 5 s to spare. */
+export function directAllowed(timeoutMs: number): boolean {
+  return DIRECT_START_WITHIN_MS + timeoutMs + 5_000 <= FANOUT_ACK_WAIT_MS;
 }
 
 /**
@@ -66,7 +84,13 @@ export function createFanoutBatchHandler(deps: FanoutDeps): BatchHandler {
     // index on the records also finds a delivery whose id is not its pair's (one made before ids were derived).
     const first = inputs.filter((i) => !again.has(i.eventId));
     const rest = first.length === inputs.length ? [] : inputs.filter((i) => again.has(i.eventId));
-    if (handOff && handOff.room() > 0 && first.length > 0) {
+    if (handOff && first.length > 0 && deps.direct !== false && await handOff.directOk()) {
+      // Attempted now, the batch unacknowledged until each result is its record (or the delivery, not started in
+      // time, is stored after all): no queue entry is written or deleted.
+      const claims = await deps.deliveries.directClaims(first);
+      await handOff.attemptDirect(claims, Date.now() + (deps.directStartWithinMs ?? DIRECT_START_WITHIN_MS));
+      created += claims.length;
+    } else if (handOff && handOff.room() > 0 && first.length > 0) {
       const claims = await deps.deliveries.createClaimedMany(first, now(), handOff.leaseMs);
       handOff.adopt(claims);
       created += claims.length;
@@ -108,6 +132,7 @@ export function createFanoutConsumer(opts: FanoutDeps & { nats: NatsHandle; logg
     // Never lost: an event that cannot be fanned out (MongoDB down) is retried, at most every 5 minutes,
     // for about as long as the stream keeps it (7 days), not given up after the kit's default 20 tries.
     maxDeliver: FANOUT_MAX_DELIVER,
+    ackWaitMs: FANOUT_ACK_WAIT_MS,
     logger: opts.logger,
     metrics: opts.metrics,
   });

@@ -33,6 +33,12 @@ export interface ClaimedDelivery {
    * `claim` token). The first result is written as the record, in one insert.
    */
   readonly unwritten?: boolean;
+  /**
+   * With `unwritten`: stored nowhere, neither entry nor record (`directClaims`). The fan-out holds its event
+   * unacknowledged until the first result is written as the record (a retry's entry is created with it), or until
+   * the delivery is stored as a free queue entry instead (`releaseMany`).
+   */
+  readonly unstored?: boolean;
 }
 
 /** What an attempt (or a cancellation) writes. */
@@ -157,6 +163,12 @@ export interface DeliveriesRepository {
    * with the first attempt's result. Answers how many were made.
    */
   createQueuedMany(inputs: readonly PendingInput[]): Promise<number>;
+  /**
+   * Claims of new deliveries that are stored nowhere (no write; the batch's records are read by `_id: {$in}`, so an
+   * event published again finds its delivery and makes none): the caller attempts them at once and their first
+   * result is their only write. Until then the event they come from must stay unacknowledged.
+   */
+  directClaims(inputs: readonly PendingInput[]): Promise<ClaimedDelivery[]>;
   /** A delivery that is already finished (test events: attempted before they are stored). */
   insertFinished(input: Omit<DeliveryRecord, 'id'> & { id?: string }): Promise<DeliveryRecord>;
   /**
@@ -271,6 +283,11 @@ function unwrittenEntry(input: PendingInput, lease: Pick<QueueDoc, 'leaseUntil' 
     _id: deliveryIdOf(input.webhookId, input.eventId), webhookId: input.webhookId, due: input.now, createdAt: input.now, ...lease,
     teamId: input.teamId, delivery: { eventId: input.eventId, type: input.type, payload: input.payload },
   };
+}
+
+/** What the fan-out made a delivery of (a direct claim stored as an entry after all). */
+function inputOf(r: DeliveryRecord): PendingInput {
+  return { teamId: r.teamId, webhookId: r.webhookId, eventId: r.eventId, type: r.type, payload: r.payload, now: r.createdAt };
 }
 
 const isUnwritten = (e: QueueDoc): e is UnwrittenEntry => e.delivery !== undefined && e.teamId !== undefined;
@@ -395,11 +412,12 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
 
   /**
    * `follow` for a round of results: the finished ones' entries go in one `_id: {$in}` delete (one statement, read
-   * through the primary key on MongoDB and on the embedded FerretDB), the retries' in one bulk write.
+   * through the primary key on MongoDB and on the embedded FerretDB), the retries' in one bulk write. `entryless`:
+   * deliveries that never had an entry (direct claims), whose finished ones need no delete.
    */
-  async function followMany(records: readonly DeliveryRecord[]): Promise<void> {
+  async function followMany(records: readonly DeliveryRecord[], entryless: ReadonlySet<string> = new Set()): Promise<void> {
     for (const r of records) view.delete(r.id);
-    const done = records.filter((r) => r.status !== 'PENDING').map((r) => r.id);
+    const done = records.filter((r) => r.status !== 'PENDING' && !entryless.has(r.id)).map((r) => r.id);
     for (let i = 0; i < done.length; i += ID_IN_CHUNK) await queue.deleteMany({ _id: { $in: done.slice(i, i + ID_IN_CHUNK) } });
     await bulkWriteInChunks(queue, records.filter((r) => r.status === 'PENDING').map((r): AnyBulkWriteOperation<QueueDoc> => ({
       updateOne: {
@@ -662,6 +680,12 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
 
     createQueuedMany,
 
+    async directClaims(given) {
+      const inputs = await unrecorded(given);
+      const leaseToken = randomUUID();
+      return inputs.map((input) => ({ record: unwrittenRecord(unwrittenEntry(input, { leaseUntil: EPOCH })), leaseToken, scheduled: true, unwritten: true, unstored: true }));
+    },
+
     async insertFinished(input) {
       const doc: DeliveryDoc = {
         _id: input.id ?? newId('whd'), teamId: input.teamId, webhookId: input.webhookId, eventId: input.eventId, type: input.type,
@@ -721,10 +745,11 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
       const records = items.map(({ claim, result }, i): DeliveryRecord | undefined => (took[i] ? { ...claim.record, ...result, updatedAt: now } : undefined));
       // The results are recorded: a failure here must not undo that. Entries left behind stay leased until the lease
       // ends; then a claim finds each delivery's state and fixes its entry.
-      await followMany(records.filter((r): r is DeliveryRecord => r !== undefined)).catch(() => undefined);
+      const entryless = new Set(fresh.filter(({ claim }) => claim.unstored).map(({ claim }) => claim.record.id));
+      await followMany(records.filter((r): r is DeliveryRecord => r !== undefined), entryless).catch(() => undefined);
       // An entry still carrying a delivery whose record exists (or whose pair has another delivery) and still held by
-      // this claim is fixed now, so no claim of it posts again.
-      await Promise.all(fresh.filter(({ claim }) => freshTook.get(claim) !== true).map(async ({ claim }) => {
+      // this claim is fixed now, so no claim of it posts again. A direct claim has no entry.
+      await Promise.all(fresh.filter(({ claim }) => freshTook.get(claim) !== true && !claim.unstored).map(async ({ claim }) => {
         const entry = await queue.findOne({ _id: claim.record.id });
         if (entry?.claim === claim.leaseToken) await fixStale(entry, now);
       })).catch(() => undefined);
@@ -744,7 +769,12 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
       if (d) await follow(d);
     },
 
-    async releaseMany(all) {
+    async releaseMany(given) {
+      // Direct claims were never stored: now they are, as free entries carrying their deliveries (a pair whose record
+      // or entry exists meanwhile makes none), claimed from the queue like any other.
+      const unstored = given.filter((c) => c.unstored);
+      if (unstored.length > 0) await createQueuedMany(unstored.map((c) => inputOf(c.record)));
+      const all = given.filter((c) => !c.unstored);
       if (all.length === 0) return;
       // Unwritten ones get their pending record now (one insert), then their entries are freed without the delivery
       // (one bulk write, each guarded by this claim's token). A record refused as a duplicate leaves its entry as it
@@ -775,6 +805,10 @@ export function createDeliveriesRepository(db: Db, options: DeliveriesRepository
     },
 
     async park(claim) {
+      if (claim.unstored) {
+        await repo.releaseMany([claim]);
+        return;
+      }
       if (claim.unwritten) {
         const entry = await queue.findOne({ _id: claim.record.id, claim: claim.leaseToken }, { projection: { _id: 1 } });
         if (entry) await materialize({ _id: claim.record.id, webhookId: claim.record.webhookId, due: claim.record.createdAt }, claim.record, true);

@@ -31,7 +31,16 @@ export interface Deliverer {
 
 export interface AttemptManyOptions {
   readonly onSent?: () => void;
+  /** Runs each post; it may refuse one with NotAttemptedError (that delivery is then neither posted nor recorded). */
   readonly gate?: <T>(post: () => Promise<T>) => Promise<T>;
+}
+
+/** A gate's refusal to start a post (its time ran out): the delivery is answered undefined, nothing written for it. */
+export class NotAttemptedError extends Error {
+  constructor() {
+    super('not attempted');
+    this.name = 'NotAttemptedError';
+  }
 }
 
 export function createDeliverer(deps: {
@@ -105,10 +114,17 @@ export function createDeliverer(deps: {
       return out;
     }
     const target = targetOf(webhook, logOf(first.record));
-    const sent = await Promise.all(claims.map((claim) => (gate ? gate(() => send(claim, webhook, target, {})) : send(claim, webhook, target, {}))));
+    const posts = await Promise.all(claims.map((claim) => (gate ? gate(() => send(claim, webhook, target, {})) : send(claim, webhook, target, {}))
+      .catch((err: unknown) => {
+        if (err instanceof NotAttemptedError) return undefined;
+        throw err;
+      })));
     // The endpoint is done with this round: the worker may send it the next while these results are written.
     onSent();
-    const records = await deps.deliveries.finishMany(sent.map((s) => ({ claim: s.claim, result: s.written })), now());
+    const sent = posts.filter((p): p is NonNullable<typeof p> => p !== undefined);
+    const written = await deps.deliveries.finishMany(sent.map((s) => ({ claim: s.claim, result: s.written })), now());
+    const recordOf = new Map(sent.map((s, i) => [s.claim, written[i]]));
+    const records = written;
     // The webhook's health follows the attempts in the order they ended: the last success resets the count of
     // failed events, and only events that failed after it count; a failure before it still moves lastFailureAt.
     const kept = sent.filter((_, i) => records[i] !== undefined).sort((a, b) => a.at.getTime() - b.at.getTime());
@@ -134,7 +150,7 @@ export function createDeliverer(deps: {
       if (s.result.ok) log.debug({ attempt: s.outcome.attempt, status: s.result.status, ms: s.result.durationMs }, 'webhook delivered');
       else log.info({ attempt: s.outcome.attempt, error: s.result.error, status: s.result.status, next: s.outcome.nextAttemptAt }, 'webhook attempt failed');
     }
-    return records;
+    return claims.map((claim) => recordOf.get(claim));
   }
 
   const deliverer: Deliverer = {

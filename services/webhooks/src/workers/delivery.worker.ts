@@ -1,6 +1,6 @@
 import type { Logger } from '@mailfleet/kit';
 import type { ClaimedDelivery, DeliveriesRepository } from '../repositories/deliveries.repository.js';
-import type { Deliverer } from './deliverer.js';
+import { NotAttemptedError, type Deliverer } from './deliverer.js';
 
 /**
  * How the fan-out hands new deliveries straight to the worker: it stores them claimed already (see
@@ -13,6 +13,18 @@ export interface DeliveryHandOff {
   room(): number;
   /** Deliveries claimed for this worker when they were stored. */
   adopt(claims: readonly ClaimedDelivery[]): void;
+  /**
+   * Whether new deliveries may be attempted straight from the fan-out (`attemptDirect`): the worker is running and
+   * holds nothing older, neither handed over nor due in the queue as far as it sees, so they jump no queue.
+   */
+  directOk(): Promise<boolean>;
+  /**
+   * Attempts direct claims (`DeliveriesRepository.directClaims`) now, in rounds per webhook through the worker's caps,
+   * and writes each result as the delivery's record. Those whose post has not started by `startBy` (epoch ms), or
+   * that could not be attempted, are stored as free queue entries instead. Resolves once every one is written one way
+   * or the other; the caller acknowledges their events then.
+   */
+  attemptDirect(claims: readonly ClaimedDelivery[], startBy: number): Promise<void>;
 }
 
 export interface DeliveryWorker {
@@ -283,9 +295,57 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
     }
   }
 
+  /** One webhook's direct claims: a round through its gate, refused once `startBy` has passed; the rest stored. */
+  async function directRound(claims: readonly ClaimedDelivery[], startBy: number): Promise<void> {
+    const webhookId = claims[0]!.record.webhookId;
+    perWebhook.set(webhookId, (perWebhook.get(webhookId) ?? 0) + claims.length);
+    attempts += claims.length;
+    pace.add(claims.length, now().getTime());
+    const gate = gateOf(webhookId);
+    const timed = <T>(post: () => Promise<T>): Promise<T> => gate(() => (stopping || Date.now() > startBy ? Promise.reject(new NotAttemptedError()) : post()));
+    let posting = true;
+    const posted = (): void => {
+      if (!posting) return;
+      posting = false;
+      const left = (perWebhook.get(webhookId) ?? claims.length) - claims.length;
+      if (left > 0) perWebhook.set(webhookId, left);
+      else perWebhook.delete(webhookId);
+      signal();
+    };
+    try {
+      const records = await opts.deliverer.attemptMany(claims, { onSent: posted, gate: timed });
+      // Not attempted, or not recorded (a pair with a record already makes no entry either): stored for the queue.
+      const left = claims.filter((_, i) => records[i] === undefined);
+      if (left.length > 0) await opts.deliveries.releaseMany(left);
+    } finally {
+      attempts -= claims.length;
+      posted();
+      signal();
+    }
+  }
+
   const handOff: DeliveryHandOff | undefined = handOffMaxAgeMs > 0
     ? {
       leaseMs: opts.leaseMs,
+      async directOk() {
+        if (stopping || adopted.length > 0 || attempts >= opts.concurrency) return false;
+        return !(await queuedBefore(now().getTime() + 1));
+      },
+      async attemptDirect(claims, startBy) {
+        const byWebhook = new Map<string, ClaimedDelivery[]>();
+        for (const c of claims) {
+          const list = byWebhook.get(c.record.webhookId) ?? [];
+          list.push(c);
+          byWebhook.set(c.record.webhookId, list);
+        }
+        const rounds: Promise<void>[] = [];
+        for (const list of byWebhook.values()) {
+          for (let i = 0; i < list.length; i += roundSize) rounds.push(directRound(list.slice(i, i + roundSize), startBy));
+        }
+        const settled = await Promise.allSettled(rounds);
+        const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+        if (failed) throw failed.reason;
+      },
       room: () => (stopping ? 0 : Math.max(0, handOffRoomLimit() - adopted.length)),
       adopt(claims) {
         if (stopping) {

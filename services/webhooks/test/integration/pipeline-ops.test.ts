@@ -145,7 +145,8 @@ describe('the webhook pipeline in batches and rounds', () => {
     await Promise.all(events.map((e) => nats.js.publish(subjectFor(e.type), encodeEvent(e), { msgID: e.id })));
     commands.length = 0;
     w.start();
-    consumer = createFanoutConsumer({ webhooks, deliveries, nats, logger, onDeliveries: () => w.kick(), handOff: w.handOff! });
+    // Not straight from the fan-out (the next test): stored claimed and handed over, as when older deliveries wait.
+    consumer = createFanoutConsumer({ webhooks, deliveries, nats, logger, onDeliveries: () => w.kick(), handOff: w.handOff!, direct: false });
     await consumer.start();
 
     const mine = () => receiver.requests().filter((r) => r.path.startsWith('/handoff'));
@@ -169,5 +170,66 @@ describe('the webhook pipeline in batches and rounds', () => {
     expect(commandsOf('delete', 'delivery_queue').length).toBeLessThanOrEqual(commandsOf('insert', 'deliveries').length);
     // Read once at fan-out, by `_id: {$in}` with the batch's entries (one read per insert of entries), not after.
     expect(commandsOf('find', 'deliveries').length).toBe(commandsOf('insert', 'delivery_queue').length);
+    await stopPipeline();
   }, 180_000);
+
+  it('deliveries attempted straight from the fan-out: one statement each (the record, with its result), no queue entry', async () => {
+    // Room for every delivery at once, so no batch waits behind another's attempts and each goes straight.
+    const config = loadWebhooksConfig({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_CONCURRENCY: '1000' });
+    const n = 400;
+    const { webhooks, deliveries, w } = await startWorker(config, { id: 'wh_direct', teamId: 'team_direct', path: '/direct' });
+
+    const events = Array.from({ length: n }, (_, i) => createEvent('email.delivered', 'team_direct', { id: `em_d${i}`, to: ['a@example.com'] }));
+    await Promise.all(events.map((e) => nats.js.publish(subjectFor(e.type), encodeEvent(e), { msgID: e.id })));
+    commands.length = 0;
+    w.start();
+    consumer = createFanoutConsumer({ webhooks, deliveries, nats, logger, onDeliveries: () => w.kick(), handOff: w.handOff! });
+    await consumer.start();
+
+    const mine = () => receiver.requests().filter((r) => r.path.startsWith('/direct'));
+    await expect.poll(() => db.collection('deliveries').countDocuments({ webhookId: 'wh_direct', status: 'SUCCESS' }), { timeout: 120_000, interval: 200 }).toBe(n);
+    expect(new Set(mine().map((r) => bodyOf(r).id)).size).toBe(n);
+    expect(mine().length).toBe(n);
+    await stopPipeline();
+
+    const statements = (name: string, collection: string) => commands
+      .filter((c) => c.name === name && c.collection === collection).reduce((sum, c) => sum + c.statements, 0);
+    // Per delivery, its record inserted with its result; the queue is not touched, nothing is rewritten.
+    expect(statements('insert', 'deliveries')).toBe(n);
+    expect(statements('update', 'deliveries')).toBe(0);
+    for (const name of ['insert', 'update', 'delete']) expect(statements(name, 'delivery_queue')).toBe(0);
+    // The batch's records are read once at fan-out by `_id: {$in}` (an event published again finds its delivery).
+    const finds = commands.filter((c) => c.name === 'find' && c.collection === 'deliveries').length;
+    expect(finds).toBeGreaterThan(0);
+    expect(finds).toBeLessThanOrEqual(n / 20);
+    expect(await db.collection('delivery_queue').countDocuments({ webhookId: 'wh_direct' })).toBe(0);
+  }, 180_000);
+
+  it('a direct attempt that cannot start in time (a slow endpoint at its cap) is stored for the queue, and delivered once from there', async () => {
+    const config = loadWebhooksConfig({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_PER_WEBHOOK_CONCURRENCY: '1' });
+    const n = 12;
+    receiver.setResponse((r) => (r.path.startsWith('/slow') ? { status: 200, delayMs: 300 } : { status: 200 }));
+    try {
+      const { webhooks, deliveries, w } = await startWorker(config, { id: 'wh_slow', teamId: 'team_slow', path: '/slow' });
+      const events = Array.from({ length: n }, (_, i) => createEvent('email.delivered', 'team_slow', { id: `em_s${i}`, to: ['a@example.com'] }));
+      await Promise.all(events.map((e) => nats.js.publish(subjectFor(e.type), encodeEvent(e), { msgID: e.id })));
+      commands.length = 0;
+      w.start();
+      consumer = createFanoutConsumer({ webhooks, deliveries, nats, logger, onDeliveries: () => w.kick(), handOff: w.handOff!, directStartWithinMs: 100 });
+      await consumer.start();
+
+      const mine = () => receiver.requests().filter((r) => r.path.startsWith('/slow'));
+      await expect.poll(() => db.collection('deliveries').countDocuments({ webhookId: 'wh_slow', status: 'SUCCESS' }), { timeout: 60_000, interval: 200 }).toBe(n);
+      await expect.poll(() => db.collection('delivery_queue').countDocuments({ webhookId: 'wh_slow' }), { timeout: 30_000 }).toBe(0);
+      // Each event exactly once at the endpoint: the posts that started straight away, then the stored rest.
+      expect(new Set(mine().map((r) => bodyOf(r).id)).size).toBe(n);
+      expect(mine().length).toBe(n);
+      const queued = commands.filter((c) => c.name === 'insert' && c.collection === 'delivery_queue').reduce((sum, c) => sum + c.statements, 0);
+      expect(queued).toBeGreaterThan(0);
+      expect(queued).toBeLessThan(n);
+    } finally {
+      await stopPipeline();
+      receiver.setResponse({ status: 200 });
+    }
+  }, 120_000);
 });

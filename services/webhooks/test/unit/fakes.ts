@@ -125,6 +125,11 @@ export function fakeDeliveries(): DeliveriesRepository & { rows: Map<string, Row
       }
       return out;
     },
+    async directClaims(inputs) {
+      // Stored nowhere by the repository; here a row leased to the claim stands for it (only this claim records it).
+      const now = new Date();
+      return (await this.createClaimedMany(inputs, now, 3_600_000)).map((c) => ({ ...c, unwritten: true, unstored: true }));
+    },
     async insertFinished(input) {
       const id = input.id ?? `whd_${randomUUID()}`;
       const row: Row = { ...input, id, leaseUntil: 0 };
