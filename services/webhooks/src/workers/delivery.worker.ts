@@ -189,22 +189,30 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
     });
   }
 
-  function launch(claims: readonly ClaimedDelivery[]): void {
-    const webhookId = claims[0]!.record.webhookId;
-    perWebhook.set(webhookId, (perWebhook.get(webhookId) ?? 0) + claims.length);
-    attempts += claims.length;
-    pace.add(claims.length, now().getTime());
+  /**
+   * Takes a round's slots: the webhook's (given back by the answer, once its posts ended) and the replica's (given
+   * back by the caller, once the results are written).
+   */
+  function takeSlots(webhookId: string, n: number): () => void {
+    perWebhook.set(webhookId, (perWebhook.get(webhookId) ?? 0) + n);
+    attempts += n;
+    pace.add(n, now().getTime());
     let posting = true;
-    // The endpoint's slots are free once its posts ended: the next round goes out while these results are written
-    // (their records stay leased until then, so nothing is attempted twice). The replica's slots follow the writes.
-    const posted = (): void => {
+    return () => {
       if (!posting) return;
       posting = false;
-      const left = (perWebhook.get(webhookId) ?? claims.length) - claims.length;
+      const left = (perWebhook.get(webhookId) ?? n) - n;
       if (left > 0) perWebhook.set(webhookId, left);
       else perWebhook.delete(webhookId);
       signal();
     };
+  }
+
+  function launch(claims: readonly ClaimedDelivery[]): void {
+    const webhookId = claims[0]!.record.webhookId;
+    // The endpoint's slots are free once its posts ended: the next round goes out while these results are written
+    // (their records stay leased until then, so nothing is attempted twice). The replica's slots follow the writes.
+    const posted = takeSlots(webhookId, claims.length);
     const p = (async () => {
       try {
         await opts.deliverer.attemptMany(claims, { onSent: posted, gate: gateOf(webhookId) });
@@ -298,20 +306,9 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
   /** One webhook's direct claims: a round through its gate, refused once `startBy` has passed; the rest stored. */
   async function directRound(claims: readonly ClaimedDelivery[], startBy: number): Promise<void> {
     const webhookId = claims[0]!.record.webhookId;
-    perWebhook.set(webhookId, (perWebhook.get(webhookId) ?? 0) + claims.length);
-    attempts += claims.length;
-    pace.add(claims.length, now().getTime());
+    const posted = takeSlots(webhookId, claims.length);
     const gate = gateOf(webhookId);
     const timed = <T>(post: () => Promise<T>): Promise<T> => gate(() => (stopping || Date.now() > startBy ? Promise.reject(new NotAttemptedError()) : post()));
-    let posting = true;
-    const posted = (): void => {
-      if (!posting) return;
-      posting = false;
-      const left = (perWebhook.get(webhookId) ?? claims.length) - claims.length;
-      if (left > 0) perWebhook.set(webhookId, left);
-      else perWebhook.delete(webhookId);
-      signal();
-    };
     try {
       const records = await opts.deliverer.attemptMany(claims, { onSent: posted, gate: timed });
       // Not attempted, or not recorded (a pair with a record already makes no entry either): stored for the queue.
