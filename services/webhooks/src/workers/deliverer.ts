@@ -122,9 +122,7 @@ export function createDeliverer(deps: {
     // The endpoint is done with this round: the worker may send it the next while these results are written.
     onSent();
     const sent = posts.filter((p): p is NonNullable<typeof p> => p !== undefined);
-    const written = await deps.deliveries.finishMany(sent.map((s) => ({ claim: s.claim, result: s.written })), now());
-    const recordOf = new Map(sent.map((s, i) => [s.claim, written[i]]));
-    const records = written;
+    const records = await deps.deliveries.finishMany(sent.map((s) => ({ claim: s.claim, result: s.written })), now());
     // The webhook's health follows the attempts in the order they ended: the last success resets the count of
     // failed events, and only events that failed after it count; a failure before it still moves lastFailureAt.
     const kept = sent.filter((_, i) => records[i] !== undefined).sort((a, b) => a.at.getTime() - b.at.getTime());
@@ -150,7 +148,9 @@ export function createDeliverer(deps: {
       if (s.result.ok) log.debug({ attempt: s.outcome.attempt, status: s.result.status, ms: s.result.durationMs }, 'webhook delivered');
       else log.info({ attempt: s.outcome.attempt, error: s.result.error, status: s.result.status, next: s.outcome.nextAttemptAt }, 'webhook attempt failed');
     }
-    return claims.map((claim) => recordOf.get(claim));
+    // In the claims' order; undefined for a post the gate did not start.
+    let k = 0;
+    return posts.map((p) => (p ? records[k++] : undefined));
   }
 
   const deliverer: Deliverer = {
