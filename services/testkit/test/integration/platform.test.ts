@@ -13,7 +13,7 @@ import {
   type Platform,
 } from '@mailfleet/deploy';
 import { testMongoUrl, testNatsUrl, waitForMail } from '@mailfleet/testkit';
-import { createFakeRepo, isAlive, readChildEnv } from './fixtures/fake-platform.js';
+import { createFakeRepo, isAlive, readChildEnv, waitForChildEnv } from './fixtures/fake-platform.js';
 import { createLogger, newId } from '@mailfleet/kit';
 import { verpAddress } from '../../../emails/src/domain/verp.js';
 import { startInboundSmtpServer } from '../../../emails/src/inbound/inbound-server.js';
@@ -259,9 +259,11 @@ describe('startPlatform failures', () => {
     const controller = new AbortController();
     try {
       const starting = startPlatform({ repoRoot: repo, ports: 'free', dataDir, log: quiet, signal: controller.signal, env: { FAKE_NOT_SERVING: 'auth' } });
-      setTimeout(() => controller.abort(), 1500);
+      // Abort once the gateway has started (it records its environment first thing), not after a fixed
+      // time: on a loaded machine the infrastructure may take longer than any fixed time to come up.
+      const env = await waitForChildEnv(dataDir, 'gateway', 120_000);
+      controller.abort();
       await expect(starting).rejects.toThrow('platform start aborted');
-      const env = await readChildEnv(dataDir, 'gateway');
       expect(isAlive(Number(env['PID']))).toBe(false);
     } finally {
       await fsp.rm(repo, { recursive: true, force: true });
