@@ -51,9 +51,11 @@ export async function startInboundSmtpServer(opts: InboundServerOptions): Promis
   const inFlight = new Set<Promise<void>>();
   const emailIdOf = (address: string): string | undefined =>
     parseVerpAddress({ secret: opts.secret, address, bounceDomain: opts.bounceDomain });
+  /** The email id RCPT TO verified, by the envelope's address object: the message needs it again (an HMAC each). */
+  const verified = new WeakMap<object, string>();
 
   const handleMessage = async (raw: Buffer, session: SMTPServerSession): Promise<string> => {
-    const emailIds = [...new Set(session.envelope.rcptTo.map((r) => emailIdOf(r.address)).filter((id): id is string => id !== undefined))];
+    const emailIds = [...new Set(session.envelope.rcptTo.map((r) => verified.get(r) ?? emailIdOf(r.address)).filter((id): id is string => id !== undefined))];
     const mailFrom = session.envelope.mailFrom ? session.envelope.mailFrom.address : '';
     const report = await parseReport(raw);
     if (!report) {
@@ -94,11 +96,13 @@ export async function startInboundSmtpServer(opts: InboundServerOptions): Promis
       callback();
     },
     onRcptTo(address, session, callback) {
-      if (emailIdOf(address.address) === undefined) {
+      const emailId = emailIdOf(address.address);
+      if (emailId === undefined) {
         log.debug({ rcptTo: address.address, remoteAddress: session.remoteAddress }, 'inbound RCPT refused: not a signed bounce address');
         callback(smtpError(550, `5.1.1 <${address.address}>: Recipient address rejected: not a bounce address of this server`));
         return;
       }
+      verified.set(address, emailId);
       callback();
     },
     onData(stream: SMTPServerDataStream, session: SMTPServerSession, callback) {
