@@ -30,6 +30,8 @@ export default defineConfig({
           globalSetup: ['services/testkit/src/global-setup.integration.ts'],
           testTimeout: 60_000,
           hookTimeout: 120_000,
+          // expect.poll waits 1 s by default: too little for a busy machine's servers.
+          expect: { poll: { timeout: 10_000 } },
         },
       },
       {
@@ -41,6 +43,7 @@ export default defineConfig({
           globalSetup: ['services/testkit/src/global-setup.e2e.ts'],
           testTimeout: 60_000,
           hookTimeout: 180_000,
+          expect: { poll: { timeout: 10_000 } },
           // One platform per run: e2e files take turns in one worker.
           poolOptions: { forks: { singleFork: true } },
         },

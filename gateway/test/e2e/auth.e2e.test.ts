@@ -222,7 +222,10 @@ describe('teams and settings', () => {
   });
 });
 
-/** Each gateway folds its local counts into auth every RATE_LIMIT_SYNC_MS (1 s by default); two folds and a margin. */
+/**
+ * Each gateway folds its local counts into auth every RATE_LIMIT_SYNC_MS (200 ms in the e2e environment and for the
+ * second gateway): a fold of each, another of the first to fold, and a wide margin for slow folds.
+ */
 const afterFolds = () => new Promise((r) => setTimeout(r, 2_500));
 
 describe('rate limits hold across gateway replicas', () => {

@@ -72,7 +72,7 @@ describe('campaigns never hang (issue 19)', () => {
 
   it('a contact book deleted after creation pauses the campaign with the reason; schedule and resume refuse it naming the book', async () => {
     const book = await newBook([`gone-${tag()}@inbox.mailfleet-e2e.test`]);
-    const c = (await create({ contactBookId: book, scheduledAt: soon(4000) })).body as Campaign;
+    const c = (await create({ contactBookId: book, scheduledAt: soon(15_000) })).body as Campaign;
     expect(c.status).toBe('SCHEDULED');
     expect((await api('DELETE', `/v1/contactBooks/${book}`, { token: s.token })).status).toBe(200);
     const paused = await until(async () => {
@@ -92,7 +92,7 @@ describe('campaigns never hang (issue 19)', () => {
   it('a from-domain removed after creation pauses the campaign with the reason; resume refuses it naming from', async () => {
     const { domain, domainId } = await addVerifiedDomain(s.token, 'HangDom');
     const book = await newBook([`dom-${tag()}@inbox.mailfleet-e2e.test`]);
-    const c = (await create({ contactBookId: book, from: `News <news@${domain}>`, scheduledAt: soon(5000) })).body as Campaign;
+    const c = (await create({ contactBookId: book, from: `News <news@${domain}>`, scheduledAt: soon(15_000) })).body as Campaign;
     expect(c.status).toBe('SCHEDULED');
     expect((await api('DELETE', `/v1/domains/${domainId}`, { token: s.token })).status).toBe(200);
     const paused = await until(async () => {

@@ -69,7 +69,11 @@ export async function startSecondGateway(): Promise<{ url: string; stop(): Promi
   const port = await freePort();
   const metricsPort = await freePort();
   const proc = spawn(process.execPath, [`${repoRoot}gateway/dist/server.js`], {
-    env: { ...process.env, ...upstreamEnv(), PORT: String(port), METRICS_PORT: String(metricsPort), HOST: '127.0.0.1', NATS_URL: inject('natsUrl'), LOG_LEVEL: 'warn' },
+    env: {
+      ...process.env, ...upstreamEnv(), PORT: String(port), METRICS_PORT: String(metricsPort), HOST: '127.0.0.1', NATS_URL: inject('natsUrl'), LOG_LEVEL: 'warn',
+      // Folds as often as the platform's gateway does (the e2e environment's RATE_LIMIT_SYNC_MS).
+      RATE_LIMIT_SYNC_MS: '200',
+    },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
   const url = `http://127.0.0.1:${port}`;

@@ -276,8 +276,10 @@ describe('counting once without transactions', () => {
 
   it('a crash after the counter was applied, before the claim was finished: the redelivery adds nothing', async () => {
     const teamId = newTeam();
-    // A holder with a short lease stops right after step 2, as a process killed there would.
-    const crashed = createRollupsRepository(db, { leaseMs: 300, marginMs: 100 });
+    // A holder with a short lease stops right after step 2, as a process killed there would. Its clock stands still,
+    // so its own apply finds the lease live however slow the store is; the service's clock then finds it over.
+    const claimedAt = new Date();
+    const crashed = createRollupsRepository(db, { leaseMs: 300, marginMs: 100, now: () => claimedAt });
     const e = emailEvent(teamId, 'email.sent', 'em_crash', { domainId: 'dom_c' });
     const c = await crashed.claim({ teamId, emailId: 'em_crash', metric: 'sent', eventId: e.id, rollup: rollupKey(teamId) });
     await crashed.apply(c!, 'sent');

@@ -389,13 +389,14 @@ describe('sending', () => {
 
   it('pause stops between batches; resume continues from the cursor without repeats', async () => {
     const contacts = makeBook('book_pause', 300);
-    const c = (await client.call.createCampaign(base({ contactBookId: 'book_pause', sendNow: true, batchSize: 100, batchWindowMinutes: 3 }))).campaign!;
+    // Batches 3 s apart: the pause lands well before the second is due.
+    const c = (await client.call.createCampaign(base({ contactBookId: 'book_pause', sendNow: true, batchSize: 100, batchWindowMinutes: 10 }))).campaign!;
     await waitFor('first batch', () => (callsOf(c.id).length >= 1 ? true : undefined));
     await client.call.pauseCampaign({ teamId: TEAM, campaignId: c.id });
     expect((await get(c.id)).status).toBe(campaignsV1.CampaignStatus.CAMPAIGN_STATUS_PAUSED);
     const afterPause = recipientsOf(c.id).length;
     expect(afterPause).toBe(100);
-    await new Promise((r) => setTimeout(r, 3 * WINDOW_UNIT_MS + 600));
+    await new Promise((r) => setTimeout(r, 10 * WINDOW_UNIT_MS + 600));
     expect(recipientsOf(c.id).length).toBe(afterPause);
     expect(await code(client.call.pauseCampaign({ teamId: TEAM, campaignId: c.id }))).toBe('FAILED_PRECONDITION');
 
@@ -427,7 +428,7 @@ describe('sending', () => {
 
   it('a scheduled campaign starts by itself when its time comes', async () => {
     makeBook('book_sched', 5);
-    const c = (await client.call.createCampaign(base({ contactBookId: 'book_sched', scheduledAt: new Date(Date.now() + 1500).toISOString() }))).campaign!;
+    const c = (await client.call.createCampaign(base({ contactBookId: 'book_sched', scheduledAt: new Date(Date.now() + 5_000).toISOString() }))).campaign!;
     expect(c.status).toBe(campaignsV1.CampaignStatus.CAMPAIGN_STATUS_SCHEDULED);
     expect(callsOf(c.id)).toEqual([]);
     await waitFor('completion', async () => ((await get(c.id)).status === campaignsV1.CampaignStatus.CAMPAIGN_STATUS_COMPLETED ? true : undefined));
@@ -548,7 +549,8 @@ describe('campaigns never hang', () => {
 
   it('a permanent refusal of SendBatch pauses the campaign with the reason instead of retrying forever', async () => {
     makeBook('book_refused', 3);
-    const c = (await client.call.createCampaign(base({ contactBookId: 'book_refused', scheduledAt: new Date(Date.now() + 1000).toISOString() }))).campaign!;
+    // Due a few seconds on: the peer refuses it from before it is due, however slow the create was.
+    const c = (await client.call.createCampaign(base({ contactBookId: 'book_refused', scheduledAt: new Date(Date.now() + 5_000).toISOString() }))).campaign!;
     refusedCampaigns.add(c.id);
     const paused = await waitFor('paused', async () => {
       const g = await get(c.id);
@@ -569,7 +571,8 @@ describe('campaigns never hang', () => {
 
   it('a contact book deleted after scheduling pauses the campaign; schedule and resume then refuse it, naming the book', async () => {
     makeBook('book_gone', 2);
-    const c = (await client.call.createCampaign(base({ contactBookId: 'book_gone', scheduledAt: new Date(Date.now() + 1000).toISOString() }))).campaign!;
+    // Due a few seconds on: the book is gone before it is due, however slow the create was.
+    const c = (await client.call.createCampaign(base({ contactBookId: 'book_gone', scheduledAt: new Date(Date.now() + 5_000).toISOString() }))).campaign!;
     books.delete('book_gone');
     const paused = await waitFor('paused', async () => {
       const g = await get(c.id);

@@ -144,11 +144,11 @@ describe('the send queue', () => {
     const { emailId } = await h.emails.call.sendEmail({ teamId: sender.teamId, email: email({ to: [to], scheduledAt: new Date(Date.now() + 3_600_000) }) });
     await mongo.db(h.emailsDb).collection('emails').updateOne({ _id: emailId } as never, { $set: { nextAttemptAt: new Date() }, $inc: { version: 1 } });
     await mongo.db(h.emailsDb).collection('send_queue').updateOne({ _id: emailId } as never, {
-      $set: { due: new Date(), leaseOwner: 'dead-worker', leaseUntil: new Date(Date.now() + 1_500) }, $inc: { attempts: 1 },
+      $set: { due: new Date(), leaseOwner: 'dead-worker', leaseUntil: new Date(Date.now() + 5_000) }, $inc: { attempts: 1 },
     });
-    await new Promise((r) => setTimeout(r, 800));
+    await new Promise((r) => setTimeout(r, 1_500));
     expect(await sinkCount(to)).toBe(0);
-    await h.waitForStatus(sender.teamId, emailId, ['SENT', 'DELIVERED'], 10_000);
+    await h.waitForStatus(sender.teamId, emailId, ['SENT', 'DELIVERED'], 25_000);
     expect(await sinkCount(to)).toBe(1);
   });
 
@@ -236,15 +236,16 @@ describe('hand-off to the local worker', () => {
     // A reschedule likewise: the email then waits for its new time, free for any worker.
     const to2 = uniq('handoff-later');
     const b = (await held.client.call.sendEmail({ teamId: sender.teamId, email: email({ to: [to2] }) })).emailId;
-    const at = new Date(Date.now() + LEASE_MS + 2_000);
+    const at = new Date(Date.now() + LEASE_MS + 8_000);
     expect(await held.client.call.updateSchedule({ teamId: sender.teamId, emailId: b, scheduledAt: at })).toEqual({ emailId: b });
     const moved = await entryOf(b);
     expect(moved).toMatchObject({ due: at, touched: true });
     expect(moved!['leaseOwner']).toBeUndefined();
-    await new Promise((res) => setTimeout(res, LEASE_MS + 500));
+    // Past both hand-off leases, well before the new time.
+    await new Promise((res) => setTimeout(res, LEASE_MS + 1_000));
     expect(await sinkCount(to)).toBe(0);
     expect(await sinkCount(to2)).toBe(0);
-    await h.waitForStatus(sender.teamId, b, ['SENT', 'DELIVERED'], 15_000);
+    await h.waitForStatus(sender.teamId, b, ['SENT', 'DELIVERED'], 25_000);
     expect(await sinkCount(to2)).toBe(1);
   });
 });
@@ -252,14 +253,14 @@ describe('hand-off to the local worker', () => {
 describe('scheduling', () => {
   it('sends a scheduled email when due, not before', async () => {
     const to = uniq('sched');
-    const at = new Date(Date.now() + 1_500);
+    const at = new Date(Date.now() + 5_000);
     const { emailId } = await h.emails.call.sendEmail({ teamId: sender.teamId, email: email({ to: [to], scheduledAt: at }) });
     const got = (await h.emails.call.getEmail({ teamId: sender.teamId, emailId })).email!;
     expect(got.scheduledAt).toEqual(at);
     expect(statusName(got.latestStatus)).toBe('QUEUED');
-    await new Promise((r) => setTimeout(r, 800));
+    await new Promise((r) => setTimeout(r, 2_000));
     expect(await sinkCount(to)).toBe(0);
-    await h.waitForStatus(sender.teamId, emailId, ['SENT', 'DELIVERED'], 10_000);
+    await h.waitForStatus(sender.teamId, emailId, ['SENT', 'DELIVERED'], 25_000);
     const mail = (await h.mail()).find((m) => m.envelope.rcptTo.includes(to))!;
     expect(new Date(mail.receivedAt).getTime()).toBeGreaterThanOrEqual(at.getTime());
   });

@@ -28,8 +28,14 @@ function setupWith(settle: boolean, lease: { leaseMs?: number; marginMs?: number
   const n = ++seq;
   const marks = client.db(dbName).collection<KeyedDoc>(`marks_${n}`);
   const targets = client.db(dbName).collection<KeyedDoc>(`targets_${n}`);
-  const counting = createBatchCountOnce({ marks, targets, upsert: true, settle, ...lease });
-  return { marks, targets, counting };
+  // A clock of the test's own: a lease runs out when the test moves it on, however slow the store is meanwhile.
+  let t = Date.now();
+  const now = () => new Date(t);
+  const pass = (ms: number) => {
+    t += ms;
+  };
+  const counting = createBatchCountOnce({ marks, targets, upsert: true, settle, now, ...lease });
+  return { marks, targets, counting, now, pass };
 }
 
 /** Marks that still read as pending: pending in the document and not finished by their batch's settlement. */
@@ -51,7 +57,6 @@ async function sentOf(targets: Collection<KeyedDoc>, id = 'day1'): Promise<{ sen
   return { sent: (d?.sent as number | undefined) ?? 0, pending: (d?.pending as unknown[] | undefined) ?? [] };
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const SHORT = { leaseMs: 300, marginMs: 100 };
 
 describe.each([
@@ -85,12 +90,12 @@ describe.each([
   });
 
   it('crash after the claim, before the apply: a later batch takes the marks over and counts them once', async () => {
-    const { targets, marks, counting } = setup(SHORT);
+    const { targets, marks, counting, pass } = setup(SHORT);
     await counting.claim([effect('em_a', 'evt_a'), effect('em_b', 'evt_b')]);
     // While the lease runs, the same event is busy elsewhere: retried, not counted.
     const early = await counting.count([effect('em_a', 'evt_a')]);
     expect([...early.busy]).toEqual(['evt_a']);
-    await sleep(350);
+    pass(350);
     const res = await counting.count([effect('em_a', 'evt_a'), effect('em_b', 'evt_b2'), effect('em_c', 'evt_c')]);
     expect(res).toMatchObject({ counted: 3, alreadyCounted: 0 });
     expect(await sentOf(targets)).toEqual({ sent: 3, pending: [] });
@@ -98,12 +103,12 @@ describe.each([
   });
 
   it('crash between the targets of one apply: the applied target is settled, the other counted once', async () => {
-    const { targets, counting } = setup(SHORT);
+    const { targets, counting, pass } = setup(SHORT);
     const effects = [effect('em_a', 'evt_a', 'day1'), effect('em_b', 'evt_b', 'day2'), effect('em_c', 'evt_c', 'day2')];
     const c = await counting.claim(effects);
     const onlyDay1: BatchClaim = { ...c, targets: new Map([...c.targets].filter(([t]) => t === 'day1')) };
     await counting.apply(onlyDay1);
-    await sleep(350);
+    pass(350);
     const res = await counting.count(effects);
     expect(res).toMatchObject({ counted: 2, alreadyCounted: 1 });
     expect(await sentOf(targets, 'day1')).toEqual({ sent: 1, pending: [] });
@@ -111,10 +116,10 @@ describe.each([
   });
 
   it('crash after the apply, before the finish: a redelivery of ONE event settles the whole batch on that target; none counts again', async () => {
-    const { targets, marks, counting } = setup(SHORT);
+    const { targets, marks, counting, pass } = setup(SHORT);
     const effects = Array.from({ length: 5 }, (_, i) => effect(`em_${i}`, `evt_${i}`));
     await counting.apply(await counting.claim(effects));
-    await sleep(350);
+    pass(350);
     expect(await counting.count([effects[0]!])).toMatchObject({ counted: 0, alreadyCounted: 1 });
     expect(await pendingMarks(marks)).toBe(0);
     // The others come later (after their token left the target): finished marks, nothing to count.
@@ -123,14 +128,14 @@ describe.each([
   });
 
   it('crash in the middle of the finish: a finished mark seen first does not let a pending one count again', async () => {
-    const { targets, marks, counting } = setup(SHORT);
+    const { targets, marks, counting, pass } = setup(SHORT);
     const effects = Array.from({ length: 3 }, (_, i) => effect(`em_${i}`, `evt_${i}`));
     const c = await counting.claim(effects);
     await counting.apply(c);
     // Part of the updateMany happened.
     await marks.updateOne({ _id: effects[0]!.markId }, { $set: { pending: false } });
     await counting.count([effects[0]!]);
-    await sleep(350);
+    pass(350);
     await counting.count(effects.slice(1));
     expect(await sentOf(targets)).toEqual({ sent: 3, pending: [] });
   });
@@ -147,12 +152,12 @@ describe.each([
   });
 
   it('the single-effect protocol taking over a crashed batch\'s mark keeps the count exact', async () => {
-    const { targets, marks, counting } = setup(SHORT);
-    const single = createCountOnce({ marks, targets, upsert: true, ...SHORT });
+    const { targets, marks, counting, now, pass } = setup(SHORT);
+    const single = createCountOnce({ marks, targets, upsert: true, now, ...SHORT });
     const applied = await counting.claim([effect('em_a', 'evt_a'), effect('em_b', 'evt_b')]);
     await counting.apply(applied);
     await counting.claim([effect('em_c', 'evt_c')]);
-    await sleep(350);
+    pass(350);
     const input = (email: string, eventId: string) => ({ markId: `${email}:sent`, eventId, target: 'day1', inc: { sent: 1 } });
     expect(await single.count(input('em_a', 'evt_x'))).toBe('already counted');
     expect(await single.count(input('em_b', 'evt_b'))).toBe('already counted');
@@ -161,35 +166,35 @@ describe.each([
   });
 
   it('a batch taking over crashed single-effect countings: applied ones are finished, the others counted once', async () => {
-    const { targets, marks, counting } = setup(SHORT);
-    const single = createCountOnce({ marks, targets, upsert: true, ...SHORT });
+    const { targets, marks, counting, now, pass } = setup(SHORT);
+    const single = createCountOnce({ marks, targets, upsert: true, now, ...SHORT });
     const input = (email: string, eventId: string) => ({ markId: `${email}:sent`, eventId, target: 'day1', inc: { sent: 1 } });
     const applied = await single.claim(input('em_a', 'evt_a'));
     await single.apply(applied!, { inc: { sent: 1 } });
     await single.claim(input('em_b', 'evt_b'));
-    await sleep(350);
+    pass(350);
     const res = await counting.count([effect('em_a', 'evt_a'), effect('em_b', 'evt_b')]);
     expect(res).toMatchObject({ counted: 1, alreadyCounted: 1 });
     expect(await sentOf(targets)).toEqual({ sent: 2, pending: [] });
     expect(await pendingMarks(marks)).toBe(0);
   });
   it('a settlement finishes only its own target: a crash between the settlements of two targets leaves the other one to settle', async () => {
-    const { targets, marks, counting } = setup(SHORT);
+    const { targets, marks, counting, pass } = setup(SHORT);
     const effects = [effect('em_a', 'evt_a', 'day1'), effect('em_b', 'evt_b', 'day2')];
     const c = await counting.claim(effects);
     await counting.apply(c);
     await counting.finish({ ...c, targets: new Map([...c.targets].filter(([t]) => t === 'day1')) });
-    await sleep(350);
+    pass(350);
     expect(await counting.count(effects)).toMatchObject({ counted: 0, alreadyCounted: 2 });
     expect(await sentOf(targets, 'day1')).toEqual({ sent: 1, pending: [] });
     expect(await sentOf(targets, 'day2')).toEqual({ sent: 1, pending: [] });
     expect(await pendingMarks(marks)).toBe(0);
   });
   it('a finished batch\'s marks read as counted long after their lease, to batches and to the single-effect protocol', async () => {
-    const { targets, marks, counting } = setup(SHORT);
-    const single = createCountOnce({ marks, targets, upsert: true, ...SHORT });
+    const { targets, marks, counting, now, pass } = setup(SHORT);
+    const single = createCountOnce({ marks, targets, upsert: true, now, ...SHORT });
     await counting.count([effect('em_a', 'evt_a'), effect('em_b', 'evt_b')]);
-    await sleep(350);
+    pass(350);
     expect(await single.count({ markId: 'em_a:sent', eventId: 'evt_x', target: 'day1', inc: { sent: 1 } })).toBe('already counted');
     expect(await counting.count([effect('em_b', 'evt_y')])).toMatchObject({ counted: 0, alreadyCounted: 1 });
     expect(await sentOf(targets)).toEqual({ sent: 2, pending: [] });

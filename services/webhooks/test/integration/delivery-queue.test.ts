@@ -20,6 +20,14 @@ let raceB: DeliveriesRepository;
 
 const success = { status: 'SUCCESS' as const, lastError: null, nextAttemptAt: null, responseStatus: 200, responseTimeMs: 3, responseText: 'ok' };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/**
+ * Times of a test's own, so a lease or a retry delay ends when the test says, however slow the store is. They start
+ * a few seconds back: no replica's view is ever ahead of the real clock that the other tests claim by.
+ */
+function pastClock(): (ms: number) => Date {
+  const t0 = Date.now() - 5_000;
+  return (ms) => new Date(t0 + ms);
+}
 
 async function createPending(repo: DeliveriesRepository, webhookId: string, eventId: string, now = new Date()): Promise<void> {
   expect(await repo.createPending({ teamId: 'team_q', webhookId, eventId, type: 'email.sent', payload: `{"id":"${eventId}"}`, now })).toBe(true);
@@ -83,17 +91,17 @@ describe('delivery queue', () => {
   });
 
   it('retries a delivery whose worker crashed once the lease lapses, first, and the lost claim records nothing', async () => {
-    await createPending(repoA, 'wh_c', 'evt_c1');
-    const crashed = await repoA.claimDue(new Date(), 400, []);
+    const at = pastClock();
+    await createPending(repoA, 'wh_c', 'evt_c1', at(0));
+    const crashed = await repoA.claimDue(at(0), 400, []);
     expect(crashed?.record.eventId).toBe('evt_c1');
     // Leased: nobody else gets it meanwhile.
-    expect(await repoB.claimDue(new Date(), 30_000, [])).toBeUndefined();
+    expect(await repoB.claimDue(at(200), 30_000, [])).toBeUndefined();
     // A delivery that falls due meanwhile waits behind it: the crashed one keeps its place, most overdue first.
-    await createPending(repoA, 'wh_c', 'evt_c2');
-    await sleep(500);
-    const again = await repoB.claimDue(new Date(), 30_000, []);
+    await createPending(repoA, 'wh_c', 'evt_c2', at(200));
+    const again = await repoB.claimDue(at(500), 30_000, []);
     expect(again?.record.id).toBe(crashed!.record.id);
-    const next = await repoB.claimDue(new Date(), 30_000, []);
+    const next = await repoB.claimDue(at(500), 30_000, []);
     expect(next?.record.eventId).toBe('evt_c2');
     await repoB.finish(next!, { ...success, attempt: 1 }, new Date());
     expect(await repoA.finish(crashed!, { ...success, attempt: 1 }, new Date())).toBeUndefined();
@@ -102,12 +110,12 @@ describe('delivery queue', () => {
   });
 
   it('schedules retries, holds parked deliveries until activation, and requeues pending ones that lost their entry', async () => {
-    await createPending(repoA, 'wh_d', 'evt_d1');
-    const c1 = await repoA.claimDue(new Date(), 30_000, []);
-    await repoA.finish(c1!, { ...success, status: 'PENDING', attempt: 1, nextAttemptAt: new Date(Date.now() + 300), lastError: 'receiver answered 500', responseStatus: 500 }, new Date());
-    expect(await repoA.claimDue(new Date(), 30_000, [])).toBeUndefined();
-    await sleep(350);
-    const c2 = await repoA.claimDue(new Date(), 30_000, []);
+    const at = pastClock();
+    await createPending(repoA, 'wh_d', 'evt_d1', at(0));
+    const c1 = await repoA.claimDue(at(0), 30_000, []);
+    await repoA.finish(c1!, { ...success, status: 'PENDING', attempt: 1, nextAttemptAt: at(300), lastError: 'receiver answered 500', responseStatus: 500 }, at(0));
+    expect(await repoA.claimDue(at(100), 30_000, [])).toBeUndefined();
+    const c2 = await repoA.claimDue(at(350), 30_000, []);
     expect(c2?.record).toMatchObject({ id: c1!.record.id, attempt: 1 });
     await repoA.park(c2!);
     expect(await repoA.claimDue(new Date(), 30_000, [])).toBeUndefined();

@@ -26,7 +26,7 @@ let ca: TestCa;
 let receiver: HttpsReceiver;
 let pinnedReceiver: HttpsReceiver;
 /** Answers by path, so each test scripts its own endpoint on the one receiver. */
-const routes = new Map<string, (req: RecordedRequest) => ResponsePlan>();
+const routes = new Map<string, (req: RecordedRequest) => ResponsePlan | Promise<ResponsePlan>>();
 
 beforeAll(async () => {
   const nats = await isolatedNats();
@@ -188,12 +188,21 @@ describe('delivery', () => {
     const teamId = newTeamId();
     const path = `/held-${++pathSeq}`;
     let n = 0;
-    // The first attempt fails slowly: the pause lands while it is in flight, before its retry is due.
-    routes.set(path, () => (++n === 1 ? { status: 503, delayMs: 500 } : {}));
+    let answer!: () => void;
+    const paused = new Promise<void>((r) => (answer = r));
+    // The first attempt fails once the pause is in: it lands while the attempt is in flight, before its retry is due.
+    routes.set(path, async () => {
+      if (++n > 1) return {};
+      await paused;
+      return { status: 503 };
+    });
     const { webhook } = await webhookFor(teamId, ['contact.updated'], { path });
     const e = await publisher.publish('contact.updated', teamId, { id: 'c_9' });
     await expect.poll(() => at(path).length, { timeout: 15_000 }).toBe(1);
     await client.call.updateWebhook({ teamId, webhookId: webhook.id, active: false, clearDescription: false, rotateSecret: false });
+    answer();
+    // Recorded with its retry due within moments; well past that, nothing more was sent.
+    await expect.poll(async () => (await deliveriesOf(teamId, webhook.id))[0]?.lastError, { timeout: 15_000 }).toBe('receiver answered 503');
     await sleep(1_500);
     expect(at(path)).toHaveLength(1);
     expect((await deliveriesOf(teamId, webhook.id))[0]).toMatchObject({ status: DELIVERY_STATUS_PENDING, attempt: 1, lastError: 'receiver answered 503' });
@@ -218,17 +227,37 @@ describe('delivery', () => {
   it('one slow endpoint does not hold up the others', async () => {
     const teamId = newTeamId();
     const slowPath = `/slow-${++pathSeq}`;
-    routes.set(slowPath, () => ({ delayMs: 2_000 }));
+    let fastIn!: () => void;
+    const fastArrived = new Promise<void>((r) => (fastIn = r));
+    let inFlight = 0;
+    let most = 0;
+    let answered = 0;
+    let answeredBeforeFast: number | undefined;
+    // The slow endpoint answers once the fast one got its event, or after 2.5 s (inside the 3 s attempt timeout).
+    routes.set(slowPath, async () => {
+      most = Math.max(most, ++inFlight);
+      await Promise.race([fastArrived, sleep(2_500)]);
+      inFlight--;
+      answered++;
+      return {};
+    });
     await webhookFor(teamId, ['email.delivered'], { path: slowPath });
     const fast = await webhookFor(teamId, ['email.opened']);
+    routes.set(fast.path, () => {
+      answeredBeforeFast ??= answered;
+      fastIn();
+      return {};
+    });
     for (let i = 0; i < 6; i++) await publisher.publish('email.delivered', teamId);
     await expect.poll(() => at(slowPath).length, { timeout: 10_000 }).toBeGreaterThanOrEqual(1);
     const e = await publisher.publish('email.opened', teamId);
     await expect.poll(() => at(fast.path).length, { timeout: 10_000 }).toBe(1);
     expect(bodyOf(at(fast.path)[0]!).id).toBe(e.id);
-    // The slow endpoint had at most its two slots busy meanwhile; the rest of its events wait for them.
-    expect(at(slowPath).length).toBeLessThanOrEqual(2);
+    // It came while the slow endpoint's first posts were still unanswered.
+    expect(answeredBeforeFast).toBe(0);
     await expect.poll(() => at(slowPath).length, { timeout: 20_000 }).toBe(6);
+    // The slow endpoint never had more than its two slots busy; the rest of its events waited for them.
+    expect(most).toBeLessThanOrEqual(2);
   });
 
   it('a redirect is a failure and is not followed; a slow answer times out', async () => {
@@ -263,11 +292,18 @@ describe('delivery', () => {
   it('deleting a webhook cancels its pending deliveries', async () => {
     const teamId = newTeamId();
     const path = `/gone-${++pathSeq}`;
-    routes.set(path, () => ({ status: 500, delayMs: 500 }));
+    let answer!: () => void;
+    const deletedNow = new Promise<void>((r) => (answer = r));
+    // Every attempt fails; the first once the webhook is deleted, so the deletion lands while it is in flight.
+    routes.set(path, async () => {
+      await deletedNow;
+      return { status: 500 };
+    });
     const { webhook } = await webhookFor(teamId, ['email.failed'], { path });
     await publisher.publish('email.failed', teamId);
     await expect.poll(() => at(path).length, { timeout: 15_000 }).toBe(1);
     const deleted = (await client.call.deleteWebhook({ teamId, webhookId: webhook.id })).webhook!;
+    answer();
     expect(deleted.id).toBe(webhook.id);
     const deliveries = svc.infra.mongo.db.collection('deliveries');
     await expect.poll(() => deliveries.findOne({ webhookId: webhook.id }), { timeout: 15_000 })
