@@ -22,7 +22,7 @@ export async function createContactsServer(deps: { config: ContactsConfig; infra
   await Promise.all([books.ensureIndexes(), contacts.ensureIndexes(), processed.ensureIndexes()]);
 
   let relay: OutboxRelay | undefined;
-  const kickRelay = () => relay?.kick();
+  const kickRelay = (contactIds?: readonly string[]) => (contactIds ? relay?.kickIds(contacts.collection, contactIds) : relay?.kick());
 
   const purger = createBookPurger({
     books, contacts, logger: infra.logger,

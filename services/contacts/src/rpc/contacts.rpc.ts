@@ -20,8 +20,11 @@ export interface ContactsRpcDeps {
   readonly books: ContactBooksRepository;
   readonly contacts: ContactsRepository;
   readonly purger: Pick<BookPurger, 'kick'>;
-  /** Asks the outbox relay for a pass now, so contact.* events go out promptly. */
-  readonly kickRelay: () => void;
+  /**
+   * Asks the outbox relay for a pass now, so contact.* events go out promptly: over the contacts with these ids
+   * (read by id), or without ids over every document waiting (a scan of the collection on FerretDB).
+   */
+  readonly kickRelay: (contactIds?: readonly string[]) => void;
   readonly now?: () => Date;
 }
 
@@ -98,7 +101,7 @@ export function createContactsHandlers(deps: ContactsRpcDeps): UnaryHandlers<con
       const input = orThrow(checkInput(inputFromProto(req.contact)));
       const t = createContact({ id: newId('ct'), teamId: book.teamId, contactBookId: book.id, input, now: now() });
       await contacts.insert(t);
-      deps.kickRelay();
+      deps.kickRelay([t.next.id]);
       return { contact: contactToProto(t.next) };
     },
 
@@ -120,7 +123,7 @@ export function createContactsHandlers(deps: ContactsRpcDeps): UnaryHandlers<con
       const t = now();
       const res = await contacts.modify({ teamId: book.teamId, contactBookId: book.id, id: requireId(req.contactId, 'contact_id') }, (c) => updateContact(c, change, t));
       if (!res) throw new NotFoundError(CONTACT_NOT_FOUND);
-      if (res.changed) deps.kickRelay();
+      if (res.changed) deps.kickRelay([res.contact.id]);
       return { contact: contactToProto(res.contact) };
     },
 
@@ -128,15 +131,16 @@ export function createContactsHandlers(deps: ContactsRpcDeps): UnaryHandlers<con
       const book = await liveBook(req.teamId, req.contactBookId);
       const input = orThrow(checkInput(inputFromProto(req.contact)));
       const res = await contacts.upsert(book.teamId, book.id, input, now());
-      deps.kickRelay();
+      deps.kickRelay([res.contact.id]);
       return { contact: contactToProto(res.contact), created: res.created };
     },
 
     async deleteContact(req) {
       const book = await liveBook(req.teamId, req.contactBookId);
-      const n = await contacts.removeMany(book.teamId, book.id, { ids: [requireId(req.contactId, 'contact_id')], emails: [] }, now());
+      const contactId = requireId(req.contactId, 'contact_id');
+      const n = await contacts.removeMany(book.teamId, book.id, { ids: [contactId], emails: [] }, now());
       if (n === 0) throw new NotFoundError(CONTACT_NOT_FOUND);
-      deps.kickRelay();
+      deps.kickRelay([contactId]);
       return {};
     },
 
@@ -155,7 +159,7 @@ export function createContactsHandlers(deps: ContactsRpcDeps): UnaryHandlers<con
       if (req.contacts.length > BULK_MAX) throw new InvalidArgumentError(`at most ${BULK_MAX} contacts per call`);
       const plan = planBulkUpsert(req.contacts.map(inputFromProto));
       const res = await contacts.bulkUpsert(book.teamId, book.id, plan.items, now());
-      if (res.created + res.updated > 0) deps.kickRelay();
+      if (res.created + res.updated > 0) deps.kickRelay([...res.ids.values()]);
       const conflicts: BulkItemError[] = res.conflicts.map((i) => ({
         index: i.index, email: req.contacts[i.index]?.email ?? i.input.email, code: 'CONFLICT', message: 'The contact was changed concurrently; retry',
       }));
@@ -173,7 +177,8 @@ export function createContactsHandlers(deps: ContactsRpcDeps): UnaryHandlers<con
       const emails = distinctValues(req.emails).map(emailKey);
       if (ids.length + emails.length > BULK_MAX) throw new InvalidArgumentError(`at most ${BULK_MAX} contacts per call`);
       const n = await contacts.removeMany(book.teamId, book.id, { ids, emails }, now());
-      if (n > 0) deps.kickRelay();
+      // Deleted by address, the ids are not known here.
+      if (n > 0) deps.kickRelay(emails.length === 0 ? ids : undefined);
       return { deletedCount: n };
     },
 
@@ -186,7 +191,7 @@ export function createContactsHandlers(deps: ContactsRpcDeps): UnaryHandlers<con
       const t = now();
       const res = await contacts.modify({ teamId, id: contactId }, (c) => unsubscribeContact(c, details, t));
       if (!res) throw new NotFoundError(CONTACT_NOT_FOUND);
-      if (res.changed) deps.kickRelay();
+      if (res.changed) deps.kickRelay([res.contact.id]);
       return { contact: contactToProto(res.contact) };
     },
 

@@ -1,6 +1,6 @@
 import type { Collection, Document, Filter, UpdateFilter } from 'mongodb';
 import type { Logger } from '../logger.js';
-import { bulkWriteInChunks } from '../mongo.js';
+import { bulkWriteInChunks, findByIds } from '../mongo.js';
 import { createPoller } from '../poller.js';
 import type { ServiceMetrics } from '../metrics.js';
 import type { NatsHandle } from './connection.js';
@@ -73,8 +73,14 @@ export const NOT_DELETED = { _deletedAt: { $exists: false } } as const;
 
 export interface OutboxRelay {
   start(): void;
-  /** Asks for a pass soon (after a write), instead of waiting for the poll. */
+  /** Asks for a pass soon (after a write), instead of waiting for the poll: a scan of every collection. */
   kick(): void;
+  /**
+   * Asks for a pass soon over just these documents of one of the collections (a writer that knows what it
+   * wrote): read by their ids, where a scan for waiting entries reads every document of the collection on
+   * FerretDB. The scan still runs once per interval, for what a writer that died before its kick left.
+   */
+  kickIds(collection: Collection<Document>, ids: readonly unknown[]): void;
   /** One full pass over every collection; resolves with the number of events published. */
   drainOnce(): Promise<number>;
   /** Stops polling, finishing the pass in progress (and so publishing what it took). */
@@ -116,9 +122,20 @@ export function createOutboxRelay(opts: OutboxRelayOptions): OutboxRelay {
   const minAgeMs = opts.minAgeMs ?? 0;
   let started = false;
 
+  const projection = { _id: 1, outbox: 1, _deletedAt: 1 };
+
   async function passCollection(col: Collection<Document>, cutoff: Date | undefined): Promise<number> {
     const pending = (cutoff ? { 'outbox.0.createdAt': { $lt: cutoff } } : { 'outbox.0': { $exists: true } }) as Filter<Document>;
-    const docs = await col.find(pending, { projection: { _id: 1, outbox: 1, _deletedAt: 1 } }).limit(batchSize).toArray();
+    const docs = await col.find(pending, { projection }).limit(batchSize).toArray();
+    const count = await publishDocs(col, docs);
+    // A full batch means more may wait: go on at once, except in the safety net's aged passes, where each
+    // batch is another scan of the whole collection for entries the fast path is mostly removing anyway;
+    // there a real backlog (a dead replica's) goes out a batch per interval.
+    return count + (docs.length === batchSize && !cutoff ? await passCollection(col, cutoff) : 0);
+  }
+
+  /** Publishes and pulls the entries of these documents (as read: _id, outbox, _deletedAt); resolves with how many. */
+  async function publishDocs(col: Collection<Document>, docs: readonly Document[]): Promise<number> {
     const published: { id: unknown; entries: OutboxEntry[] }[] = [];
     let failure: unknown;
     // Documents are independent: publish several at once. A document's own events stay in order.
@@ -158,27 +175,62 @@ export function createOutboxRelay(opts: OutboxRelayOptions): OutboxRelay {
     if (pass % TOMBSTONE_SWEEP_EVERY === 1) {
       await col.deleteMany({ _deletedAt: { $exists: true }, 'outbox.0': { $exists: false } } as Filter<Document>);
     }
-    const count = published.reduce((n, p) => n + p.entries.length, 0);
-    // A full batch means more may wait: go on at once, except in the safety net's aged passes, where each
-    // batch is another scan of the whole collection for entries the fast path is mostly removing anyway;
-    // there a real backlog (a dead replica's) goes out a batch per interval.
-    return count + (docs.length === batchSize && !cutoff ? await passCollection(col, cutoff) : 0);
+    return published.reduce((n, p) => n + p.entries.length, 0);
   }
+
+  /** Documents writers named since the last pass, by collection. */
+  let named = new Map<Collection<Document>, Set<unknown>>();
+  /** A scan of every collection is due: at start, after a plain kick or a failed pass, and once per interval. */
+  let scanWanted = true;
+  let lastScanAt = 0;
 
   async function drainOnce(): Promise<number> {
     const cutoff = started && minAgeMs > 0 ? new Date(Date.now() - minAgeMs) : undefined;
+    scanWanted = false;
+    lastScanAt = Date.now();
+    // A scan with a cutoff leaves young entries to their writers: the named ones stay for the next pass.
+    if (!cutoff) named = new Map();
     let total = 0;
     for (const col of opts.collections) total += await passCollection(col, cutoff);
     started = true;
     return total;
   }
 
+  /** A poller's pass: the scan when it is due, else the documents writers named. */
+  async function pass(): Promise<number> {
+    if (scanWanted || Date.now() - lastScanAt >= intervalMs) return drainOnce();
+    const taken = named;
+    named = new Map();
+    let total = 0;
+    try {
+      for (const [col, ids] of taken) {
+        const docs = await findByIds(col, [...ids], { 'outbox.0': { $exists: true } }, { projection });
+        for (let i = 0; i < docs.length; i += batchSize) total += await publishDocs(col, docs.slice(i, i + batchSize));
+      }
+    } catch (err) {
+      // What is left of the named documents is found by the scan of the retry.
+      scanWanted = true;
+      throw err;
+    }
+    return total;
+  }
+
   // A failed pass (NATS away) is tried again within a second, whatever the safety-net interval.
-  const poller = createPoller({ name: 'outbox relay', pass: drainOnce, logger: opts.logger, intervalMs, retryMs: Math.min(intervalMs, 1_000) });
+  const poller = createPoller({ name: 'outbox relay', pass, logger: opts.logger, intervalMs, retryMs: Math.min(intervalMs, 1_000) });
 
   return {
     start: () => poller.start(),
-    kick: () => poller.kick(),
+    kick: () => {
+      scanWanted = true;
+      poller.kick();
+    },
+    kickIds: (collection, ids) => {
+      if (ids.length === 0) return;
+      let set = named.get(collection);
+      if (!set) named.set(collection, (set = new Set()));
+      for (const id of ids) set.add(id);
+      poller.kick();
+    },
     drainOnce,
     stop: () => poller.stop(),
   };

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isolatedNats, startNats, stopNats, testMongoUrl, uniqueDbName } from '@mailfleet/testkit';
-import type { Collection, Document } from 'mongodb';
+import { MongoClient, type Collection, type CommandStartedEvent, type CommandSucceededEvent, type Document } from 'mongodb';
 import { createLogger } from '../../src/logger.js';
 import { connectMongo, type MongoHandle } from '../../src/mongo.js';
 import { connectNats, type NatsHandle } from '../../src/nats/connection.js';
@@ -172,6 +172,61 @@ describe('outbox relay', () => {
     expect(await relay.drainOnce()).toBe(1);
     expect(await relay.drainOnce()).toBe(0);
     expect((await col.find({ 'outbox.0': { $exists: true } }).toArray()).map((d) => d._id)).toEqual(['fresh']);
+  });
+});
+
+describe('outbox relay kicked with the ids a writer wrote', () => {
+  let client: MongoClient;
+  let col: Collection<Document>;
+  /** The filters of the finds on this collection, as the server received them. */
+  const finds: Document[] = [];
+  /** Scans for waiting entries that have been answered. */
+  let scansAnswered = 0;
+  const scans = new Set<number>();
+  beforeAll(async () => {
+    client = await new MongoClient(testMongoUrl(), { monitorCommands: true }).connect();
+    client.on('commandStarted', (e: CommandStartedEvent) => {
+      if (e.commandName !== 'find' || e.command['find'] !== 'kicked') return;
+      const filter = e.command['filter'] as Document;
+      finds.push(filter);
+      if (!('_id' in filter)) scans.add(e.requestId);
+    });
+    client.on('commandSucceeded', (e: CommandSucceededEvent) => {
+      if (scans.delete(e.requestId)) scansAnswered += 1;
+    });
+    col = client.db(dbName).collection('kicked');
+  });
+  afterAll(async () => client?.close());
+
+  it('reads just those documents by id (no scan of the collection); a plain kick still scans for the rest', async () => {
+    const type = uniqueType();
+    const rec = recordingConsumer(type);
+    await rec.consumer.start();
+    const relay = createOutboxRelay({ nats, collections: [col], logger, intervalMs: 600_000 });
+    try {
+      relay.start();
+      // The first pass after start scans (what a process that died left); the documents come after it.
+      await expect.poll(() => scansAnswered, { timeout: 10_000 }).toBe(1);
+      const events = [0, 1, 2].map((n) => createEvent(type, 'team_k', { n }));
+      await col.insertMany(['named-1', 'named-2', 'unnamed'].map((id, i) => ({ _id: id as never, outbox: outboxEntries([events[i]!]) })));
+      finds.length = 0;
+      relay.kickIds(col, ['named-1', 'named-2']);
+      await expect.poll(async () => (await col.countDocuments({ _id: { $in: ['named-1', 'named-2'] } as never, 'outbox.0': { $exists: true } })), { timeout: 10_000 }).toBe(0);
+      expect(finds.length).toBeGreaterThan(0);
+      expect(finds.every((f) => JSON.stringify(f['_id']) === JSON.stringify({ $in: ['named-1', 'named-2'] }))).toBe(true);
+      // Nobody named it and no scan ran: it is still waiting.
+      expect(await col.countDocuments({ _id: 'unnamed' as never, 'outbox.0': { $exists: true } })).toBe(1);
+
+      relay.kick();
+      await expect.poll(async () => col.countDocuments({ 'outbox.0': { $exists: true } }), { timeout: 10_000 }).toBe(0);
+      expect(scansAnswered).toBe(2);
+      await expect.poll(() => rec.deliveries.length, { timeout: 10_000 }).toBe(3);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(countsById(rec.deliveries)).toEqual(Object.fromEntries(events.map((e) => [e.id, 1])));
+    } finally {
+      await relay.stop();
+      await rec.consumer.stop();
+    }
   });
 });
 
