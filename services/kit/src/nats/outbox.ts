@@ -196,9 +196,12 @@ export function createOutboxRelay(opts: OutboxRelayOptions): OutboxRelay {
     return total;
   }
 
-  /** A poller's pass: the scan when it is due, else the documents writers named. */
+  /**
+   * A poller's pass: the documents writers named, unless a scan is due. A pass with nothing named (the interval's
+   * timer, a plain kick) scans.
+   */
   async function pass(): Promise<number> {
-    if (scanWanted || Date.now() - lastScanAt >= intervalMs) return drainOnce();
+    if (scanWanted || named.size === 0 || Date.now() - lastScanAt >= intervalMs) return drainOnce();
     const taken = named;
     named = new Map();
     let total = 0;
