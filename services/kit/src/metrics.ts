@@ -16,7 +16,7 @@ export function metricPrefix(service: string): string {
 }
 
 /** How often the event-loop lag is sampled. */
-export const EVENT_LOOP_SAMPLE_MS = 100;
+const EVENT_LOOP_SAMPLE_MS = 100;
 
 /** One registry per process: default metrics plus RPC rate/errors/duration, breaker state and event counts. */
 export function createMetrics(service: string): ServiceMetrics {
