@@ -140,6 +140,27 @@ export async function runBench(params) {
         + `\nJSON: ${path.relative(process.cwd(), file)}\n`);
       return 0;
     }
+    if (params.only === 'batch') {
+      // --only batch: the raw insertOne rate and POST /v1/emails/batch beside it (with the CPU of each process), nothing else.
+      say(`raw insertOne: ${params.connections} concurrent for ${params.durationS} s`);
+      const rawInsert = await rawInsertRate(platform.mongoUrl, params, signal);
+      checkAbort();
+      const domain = await session.verifiedDomain(sendTeam.token, 'bench');
+      const batch = domain.available
+        ? await batchSend({ gw, token: sendTeam.token, domainName: domain.name, params, resources })
+        : { available: false, reason: domain.reason };
+      result.sendPath = { rawInsertOne: rawInsert, batch };
+      result.finishedAt = new Date().toISOString();
+      const file = path.join(repoRoot, 'bench-results', `bench-batch-${fileStamp(startedAt)}.json`);
+      await fsp.mkdir(path.dirname(file), { recursive: true });
+      await fsp.writeFile(file, `${JSON.stringify(result, null, 2)}\n`);
+      const c = batch.cpu;
+      process.stdout.write(`raw insertOne: ${fmt(rawInsert.perSecond)} /s\n`
+        + (batch.available ? `POST /v1/emails/batch: ${cannonRow(batch)}; ${fmt(batch.acceptedEmailsPerSecond)} emails/s, ${fmt(round(batch.acceptedEmailsPerSecond / rawInsert.perSecond, 3))}× raw insertOne\n` : `POST /v1/emails/batch not available: ${batch.reason}\n`)
+        + (c ? `CPU ${fmt(c.totalSeconds)} s (${fmt(c.coresBusy)} cores busy), ${fmt(c.msPerItem)} ms per accepted email: ${c.byProcess.filter((x) => x.seconds >= 0.05).map((x) => `${x.name} ${fmt(x.msPerItem)}`).join(', ')}\n` : '')
+        + `\nJSON: ${path.relative(process.cwd(), file)}\n`);
+      return 0;
+    }
     result.storageOps.singleSend = await singleSendOps({ session, ops, params, nats: resources.nats });
 
     // --- send path -------------------------------------------------------------------------
@@ -402,11 +423,15 @@ async function batchSend({ gw, token, domainName, params, resources }) {
   const perRequest = probe.body?.data?.length ?? 0;
   if (perRequest !== BATCH_ITEMS) return notAvailable(`POST /v1/emails/batch accepted ${perRequest} of ${BATCH_ITEMS}`);
   say(`POST /v1/emails/batch (${BATCH_ITEMS} per request): ${params.batchConnections} connections for ${params.durationS} s`);
+  const cpuBefore = platformCpuSeconds();
   const r = fromCannon(await cannon(resources, {
     url: `${gw}/v1/emails/batch`, method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
     body: JSON.stringify(items), connections: params.batchConnections, duration: params.durationS,
   }));
-  return { available: true, itemsPerRequest: BATCH_ITEMS, ...r, acceptedEmailsPerSecond: round((r.ok2xx * BATCH_ITEMS) / r.durationS, 1) };
+  // What the load cost each process while it ran (accepting, and sending what was accepted meanwhile).
+  const cpu = cpuBetween(cpuBefore, platformCpuSeconds(), r.ok2xx * BATCH_ITEMS);
+  cpu.coresBusy = round(cpu.totalSeconds / params.durationS, 2);
+  return { available: true, itemsPerRequest: BATCH_ITEMS, ...r, acceptedEmailsPerSecond: round((r.ok2xx * BATCH_ITEMS) / r.durationS, 1), cpu };
 }
 
 function cannon(resources, opts) {

@@ -19,6 +19,7 @@ const usage = `usage: npm run bench -- [options]
   --only events         run only the event pipeline phase (analytics counter and webhook lag)
   --only campaign       run only the campaign fan-out (with its storage operations and CPU per process)
   --only send           run only the raw insertOne rate and POST /v1/emails (with the CPU per process)
+  --only batch          run only the raw insertOne rate and POST /v1/emails/batch (with the CPU per process)
   --keep                keep the temporary data dir (logs, mail) after the run
   --skip-prepare        do not install/build first (already built)`;
 
@@ -58,8 +59,8 @@ const params = {
   keep: values.keep,
   only: values.only,
 };
-if (params.only !== undefined && !['events', 'campaign', 'send'].includes(params.only)) {
-  process.stderr.write(`--only: 'events', 'campaign' or 'send'\n${usage}\n`);
+if (params.only !== undefined && !['events', 'campaign', 'send', 'batch'].includes(params.only)) {
+  process.stderr.write(`--only: 'events', 'campaign', 'send' or 'batch'\n${usage}\n`);
   process.exit(2);
 }
 
