@@ -727,13 +727,20 @@ function applyLocally(
   r: EmailRecord,
   u: { set: Record<string, unknown>; unset: readonly string[]; stored: StoredEvent[]; reportKey?: string | undefined; incTracking: boolean },
 ): EmailRecord {
-  const out = structuredClone(r) as unknown as Record<string, unknown>;
+  // Records are never changed in place: the new one shares what the change leaves alone, and every object on
+  // the path of a change is copied once.
+  const out: Record<string, unknown> = { ...r };
+  const copies = new Set<unknown>();
   const assign = (path: string, value: unknown) => {
     const parts = path.split('.');
     let obj = out;
     for (const p of parts.slice(0, -1)) {
       const next = obj[p];
-      if (typeof next !== 'object' || next === null) obj[p] = {};
+      if (!copies.has(next)) {
+        const copy = typeof next !== 'object' || next === null ? {} : Array.isArray(next) ? [...next] : { ...next };
+        copies.add(copy);
+        obj[p] = copy;
+      }
       obj = obj[p] as Record<string, unknown>;
     }
     const last = parts[parts.length - 1] as string;

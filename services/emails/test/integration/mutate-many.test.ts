@@ -52,6 +52,19 @@ describe('mutateMany', () => {
     }
   });
 
+  it('the record it returns is the one stored, and the record it started from is left as it was', async () => {
+    const doc = email();
+    await repo.insertMany([doc]);
+    const [initial] = await repo.getManyById([doc.id]);
+    const before = structuredClone(initial!);
+    const [res] = await repo.mutateMany([{ initial: initial!, fn: send }]);
+    expect(initial).toEqual(before);
+    const [stored] = await repo.getManyById([doc.id]);
+    expect(res!.record).toEqual(stored);
+    expect(res!.record.recipients.accepted).toEqual(['b@q.example']);
+    expect(initial!.recipients.accepted).toEqual([]);
+  });
+
   it('a statement that lost to another writer is computed again from the state it lost to, and applied once', async () => {
     const docs = [email(), email()];
     await repo.insertMany(docs);
