@@ -1,15 +1,28 @@
-import { randomBytes } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 
 const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
-/** Base62 text of n random bytes' worth of entropy (rejection sampling: no modulo bias). */
+/**
+ * Random bytes drawn from one buffer refilled from the CSPRNG when used up (as `crypto.randomUUID` does): one
+ * call into the CSPRNG per ~180 ids, where each id made one (and allocated a buffer), on every write path.
+ */
+const POOL = Buffer.alloc(4096);
+let poolAt = POOL.length;
+
+function randomByte(): number {
+  if (poolAt === POOL.length) {
+    randomFillSync(POOL);
+    poolAt = 0;
+  }
+  return POOL[poolAt++]!;
+}
+
+/** Base62 text of `length` random characters (rejection sampling: no modulo bias). */
 export function randomBase62(length: number): string {
   let out = '';
   while (out.length < length) {
-    for (const b of randomBytes(length * 2)) {
-      if (b < 248) out += ALPHABET[b % 62];
-      if (out.length === length) break;
-    }
+    const b = randomByte();
+    if (b < 248) out += ALPHABET[b % 62];
   }
   return out;
 }

@@ -1,0 +1,27 @@
+import { describe, expect, it } from 'vitest';
+import { newId, randomBase62 } from '../../src/ids.js';
+
+describe('ids', () => {
+  it('newId is the prefix, an underscore and 22 base62 characters', () => {
+    expect(newId('em')).toMatch(/^em_[0-9A-Za-z]{22}$/);
+  });
+
+  it('gives the length asked for, and no two alike across many refills of the random pool', () => {
+    expect(randomBase62(0)).toBe('');
+    expect(randomBase62(1)).toMatch(/^[0-9A-Za-z]$/);
+    expect(randomBase62(300)).toHaveLength(300);
+    const seen = new Set<string>();
+    // 50,000 ids use well over 200 pools of random bytes.
+    for (let i = 0; i < 50_000; i++) seen.add(newId('x'));
+    expect(seen.size).toBe(50_000);
+  });
+
+  it('uses every character of the alphabet about equally often', () => {
+    const counts = new Map<string, number>();
+    const text = randomBase62(62 * 2_000);
+    for (const c of text) counts.set(c, (counts.get(c) ?? 0) + 1);
+    expect(counts.size).toBe(62);
+    // Expected 2,000 each; the standard deviation is about 44.
+    for (const n of counts.values()) expect(Math.abs(n - 2_000)).toBeLessThan(400);
+  });
+});
