@@ -9,6 +9,7 @@ export * from './service.js';
 export * from './grpc/server.js';
 export * from './grpc/client.js';
 export * from './nats/connection.js';
+export * from './nats/publish.js';
 export * from './nats/events.js';
 export * from './nats/consumer.js';
 export * from './nats/batch-consumer.js';

@@ -99,7 +99,7 @@ export function createOutboxPublisher(opts: {
       const done: OutboxEntry[] = [];
       try {
         for (const entry of entries) {
-          await opts.nats.js.publish(entry.subject, outboxMessage(entry), { msgID: entry.id, timeout: 5_000 });
+          await opts.nats.publishEvent(entry.subject, outboxMessage(entry), { msgID: entry.id, timeoutMs: 5_000 });
           opts.metrics?.eventsPublished.inc({ type: outboxEventType(entry) });
           done.push(entry);
         }

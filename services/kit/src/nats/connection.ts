@@ -1,11 +1,17 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import type { Logger } from '../logger.js';
+import { createAckedPublisher, type PublishAck } from './publish.js';
 
 export interface NatsHandle {
   readonly nc: NatsConnection;
   readonly js: JetStreamClient;
   readonly jsm: JetStreamManager;
+  /**
+   * Publishes an event to its stream with `Nats-Msg-Id` (the stream's dedup) and resolves with the stream's ack;
+   * every publish of the connection shares one reply subscription.
+   */
+  publishEvent(subject: string, data: Uint8Array, opts: { msgID: string; timeoutMs: number }): Promise<PublishAck>;
   /** Resolves when the server answers a round trip within the time limit. */
   ping(timeoutMs?: number): Promise<void>;
   /** Drains subscriptions and pending publishes, then closes. */
@@ -32,10 +38,12 @@ export async function connectNats(opts: { url: string; name: string; logger: Log
   })().catch(() => undefined);
   const js = jetstream(nc);
   const jsm = await jetstreamManager(nc);
+  const publisher = createAckedPublisher(nc);
   return {
     nc,
     js,
     jsm,
+    publishEvent: (subject, data, o) => publisher.publish(subject, data, o),
     async ping(timeoutMs = 2_000) {
       if (nc.isClosed()) throw new Error('nats connection closed');
       let timer: NodeJS.Timeout | undefined;

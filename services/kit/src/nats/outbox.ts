@@ -144,7 +144,7 @@ export function createOutboxRelay(opts: OutboxRelayOptions): OutboxRelay {
       const done: OutboxEntry[] = [];
       try {
         for (const entry of (doc.outbox ?? []) as OutboxEntry[]) {
-          await opts.nats.js.publish(entry.subject, outboxMessage(entry), { msgID: entry.id, timeout: 5_000 });
+          await opts.nats.publishEvent(entry.subject, outboxMessage(entry), { msgID: entry.id, timeoutMs: 5_000 });
           opts.metrics?.eventsPublished.inc({ type: outboxEventType(entry) });
           await opts.afterPublish?.(entry);
           done.push(entry);
