@@ -17,6 +17,13 @@ function randomByte(): number {
   return POOL[poolAt++]!;
 }
 
+/** `bytes` random bytes as hexadecimal text (twice as many digits). */
+export function randomHex(bytes: number): string {
+  let out = '';
+  for (let i = 0; i < bytes; i++) out += randomByte().toString(16).padStart(2, '0');
+  return out;
+}
+
 /** Base62 text of `length` random characters (rejection sampling: no modulo bias). */
 export function randomBase62(length: number): string {
   let out = '';

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomHex } from '@mailfleet/kit';
 import { createRequire } from 'node:module';
 import addressparser from 'nodemailer/lib/addressparser/index.js';
 import mimeFuncs from 'nodemailer/lib/mime-funcs/index.js';
@@ -75,7 +75,7 @@ interface Leaf {
  * Builds the message. `boundaryBase` makes the multipart boundaries (`--_NmP-<base>-Part_<n>`, as MailComposer
  * names them) unique per message: 16 random hex digits unless given.
  */
-export function buildMessage(input: MessageInput, boundaryBase: string = randomBytes(8).toString('hex')): BuiltMessage {
+export function buildMessage(input: MessageInput, boundaryBase: string = randomHex(8)): BuiltMessage {
   const alternatives: Leaf[] = [];
   // MailComposer leaves out an empty text or html.
   if (input.text) alternatives.push(textLeaf('text/plain; charset=utf-8', input.text));

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { newId, randomBase62 } from '../../src/ids.js';
+import { newId, randomBase62, randomHex } from '../../src/ids.js';
 
 describe('ids', () => {
   it('newId is the prefix, an underscore and 22 base62 characters', () => {
@@ -14,6 +14,12 @@ describe('ids', () => {
     // 50,000 ids use well over 200 pools of random bytes.
     for (let i = 0; i < 50_000; i++) seen.add(newId('x'));
     expect(seen.size).toBe(50_000);
+  });
+
+  it('randomHex gives two hexadecimal digits per byte, different each time', () => {
+    expect(randomHex(8)).toMatch(/^[0-9a-f]{16}$/);
+    expect(randomHex(0)).toBe('');
+    expect(new Set(Array.from({ length: 1_000 }, () => randomHex(8))).size).toBe(1_000);
   });
 
   it('uses every character of the alphabet about equally often', () => {
