@@ -60,6 +60,15 @@ export async function runBench(params) {
     parameters: { ...params, drainLimitMs: DRAIN_LIMIT_MS },
   };
 
+  /** Writes the run's JSON (`bench[-<only>]-<time>.json`) and prints `text`, then where the JSON is. */
+  const saveAndPrint = async (res, only, text) => {
+    res.finishedAt = new Date().toISOString();
+    const file = path.join(repoRoot, 'bench-results', `bench-${only ? `${only}-` : ''}${fileStamp(startedAt)}.json`);
+    await fsp.mkdir(path.dirname(file), { recursive: true });
+    await fsp.writeFile(file, `${JSON.stringify(res, null, 2)}\n`);
+    process.stdout.write(`${text}\nJSON: ${path.relative(process.cwd(), file)}\n`);
+  };
+
   return withPlatform({ tag: 'bench', keep: params.keep, env: CAMPAIGN_ENV, say, ferretdbStats: true }, async (session) => {
     const { platform, gw, signal, checkAbort } = session;
     const resources = { receiver: undefined, nats: undefined, cannon: undefined };
@@ -78,14 +87,10 @@ export async function runBench(params) {
       resources.receiver = await session.startReceiver();
       result.eventPipeline = await eventPipeline({ gw, team: eventTeam, params, resources, signal });
       result.memoryEndMiB = platformRss();
-      result.finishedAt = new Date().toISOString();
       result.machine.loadAverageAtEnd = os.loadavg().map((l) => round(l));
       result.targets = [];
       eventTargetChecks(result, (id, what, value, target, ok) => result.targets.push({ id, what, value, target, pass: value === null || value === undefined ? null : ok(value) }));
-      const file = path.join(repoRoot, 'bench-results', `bench-events-${fileStamp(startedAt)}.json`);
-      await fsp.mkdir(path.dirname(file), { recursive: true });
-      await fsp.writeFile(file, `${JSON.stringify(result, null, 2)}\n`);
-      process.stdout.write(`${renderEventsOnly(result)}\n\nJSON: ${path.relative(process.cwd(), file)}\n`);
+      await saveAndPrint(result, 'events', `${renderEventsOnly(result)}\n`);
       return 0;
     }
 
@@ -109,16 +114,10 @@ export async function runBench(params) {
       result.storageOps = { idlePerSecond: ops.idle.perSecond, idleWindowS: ops.idle.seconds };
       result.storageOps.campaign = fanOut.storageOps ?? { available: false, reason: fanOut.section.reason };
       result.memoryEndMiB = platformRss();
-      result.finishedAt = new Date().toISOString();
-      const file = path.join(repoRoot, 'bench-results', `bench-campaign-${fileStamp(startedAt)}.json`);
-      await fsp.mkdir(path.dirname(file), { recursive: true });
-      await fsp.writeFile(file, `${JSON.stringify(result, null, 2)}\n`);
       const c = fanOut.section;
-      const so = result.storageOps.campaign;
-      process.stdout.write(`campaign to ${fmt(c.contacts)}: ${fmt(c.perMinute)} mails/min (${fmt(c.inSink)} in the sink, first after ${fmt(c.firstMessageS)} s, last after ${fmt(c.lastMessageS)} s, COMPLETED after ${fmt(c.completedS)} s; ${c.outcome})\n`
-        + `storage operations per email: ${fmt(so.perEmail)}\n`
-        + (c.cpu ? `CPU ${fmt(c.cpu.totalSeconds)} s, ${fmt(c.cpu.msPerItem)} ms per mail: ${c.cpu.byProcess.map((p) => `${p.name} ${fmt(p.msPerItem)}`).join(', ')}\n` : '')
-        + `\nJSON: ${path.relative(process.cwd(), file)}\n`);
+      await saveAndPrint(result, 'campaign', `campaign to ${fmt(c.contacts)}: ${fmt(c.perMinute)} mails/min (${fmt(c.inSink)} in the sink, first after ${fmt(c.firstMessageS)} s, last after ${fmt(c.lastMessageS)} s, COMPLETED after ${fmt(c.completedS)} s; ${c.outcome})\n`
+        + `storage operations per email: ${fmt(result.storageOps.campaign.perEmail)}\n`
+        + cpuLine(c.cpu, 'mail'));
       return 0;
     }
     result.storageOps = { idlePerSecond: ops.idle.perSecond, idleWindowS: ops.idle.seconds };
@@ -129,15 +128,9 @@ export async function runBench(params) {
       checkAbort();
       const send = await sendPath({ gw, token: sendTeam.token, session, platform, params, resources, signal });
       result.sendPath = { rawInsertOne: rawInsert, send: { ...send, waitForBacklog: undefined } };
-      result.finishedAt = new Date().toISOString();
-      const file = path.join(repoRoot, 'bench-results', `bench-send-${fileStamp(startedAt)}.json`);
-      await fsp.mkdir(path.dirname(file), { recursive: true });
-      await fsp.writeFile(file, `${JSON.stringify(result, null, 2)}\n`);
-      const c = send.cpu;
-      process.stdout.write(`raw insertOne: ${fmt(rawInsert.perSecond)} /s\n`
+      await saveAndPrint(result, 'send', `raw insertOne: ${fmt(rawInsert.perSecond)} /s\n`
         + (send.available ? `POST /v1/emails: ${cannonRow(send)}; ${fmt(round((100 * send.ok2xxPerSecond) / rawInsert.perSecond, 2))} % of raw insertOne\n` : `POST /v1/emails not available: ${send.reason}\n`)
-        + (c ? `CPU ${fmt(c.totalSeconds)} s (${fmt(c.coresBusy)} cores busy), ${fmt(c.msPerItem)} ms per accepted email: ${c.byProcess.filter((x) => x.seconds >= 0.05).map((x) => `${x.name} ${fmt(x.msPerItem)}`).join(', ')}\n` : '')
-        + `\nJSON: ${path.relative(process.cwd(), file)}\n`);
+        + cpuLine(send.cpu, 'accepted email'));
       return 0;
     }
     if (params.only === 'batch') {
@@ -150,15 +143,9 @@ export async function runBench(params) {
         ? await batchSend({ gw, token: sendTeam.token, domainName: domain.name, params, resources })
         : { available: false, reason: domain.reason };
       result.sendPath = { rawInsertOne: rawInsert, batch };
-      result.finishedAt = new Date().toISOString();
-      const file = path.join(repoRoot, 'bench-results', `bench-batch-${fileStamp(startedAt)}.json`);
-      await fsp.mkdir(path.dirname(file), { recursive: true });
-      await fsp.writeFile(file, `${JSON.stringify(result, null, 2)}\n`);
-      const c = batch.cpu;
-      process.stdout.write(`raw insertOne: ${fmt(rawInsert.perSecond)} /s\n`
+      await saveAndPrint(result, 'batch', `raw insertOne: ${fmt(rawInsert.perSecond)} /s\n`
         + (batch.available ? `POST /v1/emails/batch: ${cannonRow(batch)}; ${fmt(batch.acceptedEmailsPerSecond)} emails/s, ${fmt(round(batch.acceptedEmailsPerSecond / rawInsert.perSecond, 3))}× raw insertOne\n` : `POST /v1/emails/batch not available: ${batch.reason}\n`)
-        + (c ? `CPU ${fmt(c.totalSeconds)} s (${fmt(c.coresBusy)} cores busy), ${fmt(c.msPerItem)} ms per accepted email: ${c.byProcess.filter((x) => x.seconds >= 0.05).map((x) => `${x.name} ${fmt(x.msPerItem)}`).join(', ')}\n` : '')
-        + `\nJSON: ${path.relative(process.cwd(), file)}\n`);
+        + cpuLine(batch.cpu, 'accepted email'));
       return 0;
     }
     result.storageOps.singleSend = await singleSendOps({ session, ops, params, nats: resources.nats });
@@ -226,14 +213,9 @@ export async function runBench(params) {
     };
 
     result.memoryEndMiB = platformRss();
-    result.finishedAt = new Date().toISOString();
     result.machine.loadAverageAtEnd = os.loadavg().map((l) => round(l));
     result.targets = targetChecks(result);
-
-    const file = path.join(repoRoot, 'bench-results', `bench-${fileStamp(startedAt)}.json`);
-    await fsp.mkdir(path.dirname(file), { recursive: true });
-    await fsp.writeFile(file, `${JSON.stringify(result, null, 2)}\n`);
-    process.stdout.write(`${render(result)}\n\nJSON: ${path.relative(process.cwd(), file)}\n`);
+    await saveAndPrint(result, undefined, `${render(result)}\n`);
     return 0;
   });
 }
@@ -930,6 +912,13 @@ function render(r) {
     rows.push([t.what, `${t.pass === null ? 'not measured' : t.pass ? 'PASS' : 'FAIL'}  ${fmt(t.value)}  (target ${t.target})`]);
   }
   return table(rows);
+}
+
+/** The CPU line of an `--only` run: in all, the cores busy when known, and each process's share per item. */
+function cpuLine(cpu, per) {
+  if (!cpu) return '';
+  const busy = cpu.coresBusy === undefined ? '' : ` (${fmt(cpu.coresBusy)} cores busy)`;
+  return `CPU ${fmt(cpu.totalSeconds)} s${busy}, ${fmt(cpu.msPerItem)} ms per ${per}: ${cpu.byProcess.filter((x) => x.seconds >= 0.05).map((x) => `${x.name} ${fmt(x.msPerItem)}`).join(', ')}\n`;
 }
 
 /** One HTTP load's line: rate, latency and outcomes. */
