@@ -1,4 +1,4 @@
-import { outboxEventType, outboxMessage, type Logger, type NatsHandle, type OutboxEntry, type ServiceMetrics } from '@mailfleet/kit';
+import { publishOutboxEntry, type Logger, type NatsHandle, type OutboxEntry, type ServiceMetrics } from '@mailfleet/kit';
 import type { AnyBulkWriteOperation, Collection, Document } from 'mongodb';
 
 /**
@@ -99,8 +99,7 @@ export function createOutboxPublisher(opts: {
       const done: OutboxEntry[] = [];
       try {
         for (const entry of entries) {
-          await opts.nats.publishEvent(entry.subject, outboxMessage(entry), { msgID: entry.id, timeoutMs: 5_000 });
-          opts.metrics?.eventsPublished.inc({ type: outboxEventType(entry) });
+          await publishOutboxEntry(opts.nats, entry, opts.metrics);
           done.push(entry);
         }
       } finally {

@@ -38,12 +38,11 @@ export async function connectNats(opts: { url: string; name: string; logger: Log
   })().catch(() => undefined);
   const js = jetstream(nc);
   const jsm = await jetstreamManager(nc);
-  const publisher = createAckedPublisher(nc);
   return {
     nc,
     js,
     jsm,
-    publishEvent: (subject, data, o) => publisher.publish(subject, data, o),
+    publishEvent: createAckedPublisher(nc).publish,
     async ping(timeoutMs = 2_000) {
       if (nc.isClosed()) throw new Error('nats connection closed');
       let timer: NodeJS.Timeout | undefined;

@@ -43,6 +43,18 @@ export function outboxEventType(entry: OutboxEntry): string {
   return entry.type ?? entry.event?.type ?? 'unknown';
 }
 
+/** How long a publish waits for the stream's ack before it counts as failed (the entry then waits for the relay). */
+const PUBLISH_TIMEOUT_MS = 5_000;
+
+/**
+ * Publishes one outbox entry to its stream, with the entry's id as the message id (the stream's duplicate window
+ * drops a second publish of it), and counts it.
+ */
+export async function publishOutboxEntry(nats: NatsHandle, entry: OutboxEntry, metrics?: ServiceMetrics): Promise<void> {
+  await nats.publishEvent(entry.subject, outboxMessage(entry), { msgID: entry.id, timeoutMs: PUBLISH_TIMEOUT_MS });
+  metrics?.eventsPublished.inc({ type: outboxEventType(entry) });
+}
+
 export interface OutboxDoc {
   outbox?: OutboxEntry[];
   /** Set on a document deleted with events: the relay removes it once its outbox is empty. */
@@ -144,8 +156,7 @@ export function createOutboxRelay(opts: OutboxRelayOptions): OutboxRelay {
       const done: OutboxEntry[] = [];
       try {
         for (const entry of (doc.outbox ?? []) as OutboxEntry[]) {
-          await opts.nats.publishEvent(entry.subject, outboxMessage(entry), { msgID: entry.id, timeoutMs: 5_000 });
-          opts.metrics?.eventsPublished.inc({ type: outboxEventType(entry) });
+          await publishOutboxEntry(opts.nats, entry, opts.metrics);
           await opts.afterPublish?.(entry);
           done.push(entry);
         }
