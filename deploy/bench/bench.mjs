@@ -638,8 +638,15 @@ async function eventPipeline({ gw, team, params, resources, signal }) {
   // The feed has no target and its polls cannot see every arrival (events applied out of order land below a page
   // that brings nothing new): it is settled when complete or when its polls have seen nothing new for a while.
   const feedSettled = () => feedAt.size === total || Date.now() - feedFreshAt > FEED_SETTLE_MS;
-  const done = () => published.length === total && counterAt.every((t) => t !== undefined) && feedSettled()
+  /** Every event reached the counter and the webhook receiver: the paths under load are through. */
+  const arrived = () => published.length === total && counterAt.every((t) => t !== undefined)
     && (webhookReason !== undefined || webhookAt.size === total);
+  const done = () => arrived() && feedSettled();
+  /** The CPU readings when `arrived` first held after the load (the feed's polls may go on for FEED_SETTLE_MS). */
+  let cpuAtArrival;
+  const noteArrival = () => {
+    if (!publishing && cpuAtArrival === undefined && arrived()) cpuAtArrival = platformCpuSeconds();
+  };
   let giveUpAt = Infinity;
   const since = new Date(Date.now() - 1000).toISOString();
   /**
@@ -686,6 +693,7 @@ async function eventPipeline({ gw, team, params, resources, signal }) {
           const reflected = Math.min(total, stats.body.totalDelivered - baseCount);
           for (let k = 0; k < reflected; k++) if (counterAt[k] === undefined) counterAt[k] = at;
         } else if (!statsReason) pollErrors += 1;
+        noteArrival();
         await sleep(Math.max(0, params.pollMs - (Date.now() - tick)));
       }
     })(),
@@ -701,8 +709,9 @@ async function eventPipeline({ gw, team, params, resources, signal }) {
 
   say(`publishing ${total} email.delivered events at ${params.eventRate}/s`);
   const acks = [];
-  // CPU of every process from the first publish until the last arrival (or the drain limit): the polls of the
-  // counter and the feed are in it too, as they are in the lags.
+  // CPU of every process from the first publish until the last arrival at the counter and the webhook receiver (or
+  // the drain limit): the polls of the counter and the feed are in it too, as they are in the lags, but not the feed's
+  // polls after that, which wait FEED_SETTLE_MS for arrivals they missed.
   const cpuBefore = platformCpuSeconds();
   const t0 = Date.now();
   for (let i = 0; i < total && !signal.aborted; i++) {
@@ -729,7 +738,7 @@ async function eventPipeline({ gw, team, params, resources, signal }) {
   publishing = false;
   giveUpAt = Date.now() + params.drainS * 1000;
   await poller;
-  const cpu = cpuBetween(cpuBefore, platformCpuSeconds(), total);
+  const cpu = cpuBetween(cpuBefore, cpuAtArrival ?? platformCpuSeconds(), total);
   const pollSeconds = (Date.now() - t0) / 1000;
   // Which events the polls never saw arrive are in the feed all the same (a late arrival time unknown), and which are not.
   const seenByPolls = feedAt.size;
@@ -737,14 +746,21 @@ async function eventPipeline({ gw, team, params, resources, signal }) {
 
   const lags = (times) => {
     const arrivals = published.map((p, k) => ({ p, at: times(p, k) })).filter((x) => x.at !== undefined);
-    return { values: arrivals.map((x) => x.at - x.p.at), last: Math.max(...arrivals.map((x) => x.at)) };
+    // By the second of the load an event was published in: a lag that grows second by second is a backlog (the path
+    // is slower than the load), one that stays flat is the path's own latency.
+    const bySecond = [];
+    for (const x of arrivals) (bySecond[Math.floor((x.p.at - t0) / 1000)] ??= []).push(x.at - x.p.at);
+    return {
+      values: arrivals.map((x) => x.at - x.p.at), last: Math.max(...arrivals.map((x) => x.at)),
+      bySecond: [...bySecond].map((v) => (v ? { p50: summarize(v).p50, max: summarize(v).max } : null)),
+    };
   };
   // Arrivals per second from the first publish to the last arrival: what the path sustains when it falls behind.
-  const section = (reason, { values, last }, how) => {
+  const section = (reason, { values, last, bySecond }, how) => {
     if (reason) return { available: false, reason };
     return {
       available: true, method: how, arrived: values.length, missing: total - values.length, lagMs: summarize(values),
-      arrivalsPerSecond: values.length > 0 ? round(values.length / ((last - t0) / 1000), 1) : null,
+      arrivalsPerSecond: values.length > 0 ? round(values.length / ((last - t0) / 1000), 1) : null, lagBySecondOfLoadMs: bySecond,
     };
   };
   return {
