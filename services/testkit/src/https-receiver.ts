@@ -14,6 +14,8 @@ export interface RecordedRequest {
   rawBody: Buffer;
   /** ISO 8601, when the request line arrived. */
   receivedAt: string;
+  /** Which TLS connection carried it: 0 for the receiver's first, counting up (keep-alive reuse shows as repeats). */
+  connection: number;
 }
 
 export interface ResponsePlan {
@@ -68,6 +70,8 @@ export async function startHttpsReceiver(opts: StartHttpsReceiverOptions = {}): 
   let fallback: ResponsePlan | Responder = {};
   const waiters = new Set<() => void>();
   let closing = false;
+  const connections = new WeakMap<object, number>();
+  let connectionSeq = 0;
 
   const server = https.createServer({ cert: certPem, key: keyPem }, (req, res) => {
     const receivedAt = new Date().toISOString();
@@ -81,6 +85,7 @@ export async function startHttpsReceiver(opts: StartHttpsReceiverOptions = {}): 
         headers: req.headers,
         rawBody: Buffer.concat(chunks),
         receivedAt,
+        connection: connections.get(req.socket) ?? -1,
       };
       recorded.push(request);
       for (const wake of waiters) wake();
@@ -103,6 +108,7 @@ export async function startHttpsReceiver(opts: StartHttpsReceiverOptions = {}): 
       })();
     });
   });
+  server.on('secureConnection', (socket) => connections.set(socket, connectionSeq++));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(opts.port ?? 0, '127.0.0.1', () => {
