@@ -746,13 +746,18 @@ async function eventPipeline({ gw, team, params, resources, signal }) {
 
   const lags = (times) => {
     const arrivals = published.map((p, k) => ({ p, at: times(p, k) })).filter((x) => x.at !== undefined);
+    const values = arrivals.map((x) => x.at - x.p.at);
     // By the second of the load an event was published in: a lag that grows second by second is a backlog (the path
     // is slower than the load), one that stays flat is the path's own latency.
     const bySecond = [];
-    for (const x of arrivals) (bySecond[Math.floor((x.p.at - t0) / 1000)] ??= []).push(x.at - x.p.at);
+    arrivals.forEach((x, i) => (bySecond[Math.floor((x.p.at - t0) / 1000)] ??= []).push(values[i]));
     return {
-      values: arrivals.map((x) => x.at - x.p.at), last: Math.max(...arrivals.map((x) => x.at)),
-      bySecond: [...bySecond].map((v) => (v ? { p50: summarize(v).p50, max: summarize(v).max } : null)),
+      values, last: Math.max(...arrivals.map((x) => x.at)),
+      bySecond: [...bySecond].map((v) => {
+        if (!v) return null;
+        const { p50, max } = summarize(v);
+        return { p50, max };
+      }),
     };
   };
   // Arrivals per second from the first publish to the last arrival: what the path sustains when it falls behind.
