@@ -8,7 +8,7 @@ import {
   type SMTPServerDataStream,
   type SMTPServerSession,
 } from 'smtp-server';
-import { SmtpConnection, SmtpConnectionError, SmtpReplyError } from '@mailfleet/kit/smtp-client';
+import { coalesceWrites, SmtpConnection, SmtpConnectionError, SmtpReplyError } from '@mailfleet/kit/smtp-client';
 import { LOOPBACK } from './net.js';
 
 /** A message's envelope: the header line of its record in a log segment, or the `<id>.json` sidecar of an `<id>.eml`. */
@@ -188,6 +188,8 @@ export async function createSmtpSink(opts: SmtpSinkOptions): Promise<SmtpSink> {
   });
   // A client that drops the connection is not our failure; keep serving.
   server.on('error', () => undefined);
+  // The replies to a client's pipelined MAIL, RCPT and DATA leave in one write.
+  server.server.on('connection', coalesceWrites);
 
   await new Promise<void>((resolve, reject) => {
     const onError = (error: Error): void => reject(error);

@@ -402,3 +402,27 @@ export class SmtpConnection {
     this.socket.write(`${line}\r\n`);
   }
 }
+
+/**
+ * Makes the writes a socket receives within one turn of the event loop leave in one system call. An SMTP server
+ * answers pipelined commands (RFC 2920: MAIL, RCPT and DATA sent together) one reply at a time, a write each; corked
+ * until the next turn, the replies to one read leave together, so the client is woken once for them. Nagle's delay
+ * is not involved: the writes are held for one turn of the loop only. For a server's sockets (`server.on('connection',
+ * coalesceWrites)`); a socket upgraded to TLS writes through its TLS wrapper, which this does not cover.
+ */
+export function coalesceWrites(socket: net.Socket): void {
+  const write = socket.write;
+  let held = false;
+  const release = (): void => {
+    held = false;
+    if (!socket.destroyed) socket.uncork();
+  };
+  socket.write = function coalescedWrite(this: net.Socket, ...args: Parameters<net.Socket['write']>): boolean {
+    if (!held && !socket.destroyed && socket.writable) {
+      held = true;
+      socket.cork();
+      setImmediate(release);
+    }
+    return write.apply(this, args);
+  } as net.Socket['write'];
+}

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
 import type { Logger } from '@mailfleet/kit';
+import { coalesceWrites } from '@mailfleet/kit/smtp-client';
 import { parseVerpAddress } from '../domain/verp.js';
 import { parseReport, type InboundReport } from './reports.js';
 
@@ -140,6 +141,8 @@ export async function startInboundSmtpServer(opts: InboundServerOptions): Promis
   });
   // A client that drops its connection is not a failure of this server.
   server.on('error', (error) => log.debug({ err: error }, 'inbound SMTP connection error'));
+  // The replies to a sender's pipelined MAIL, RCPT and DATA leave in one write.
+  server.server.on('connection', coalesceWrites);
 
   await new Promise<void>((resolve, reject) => {
     const onError = (error: Error): void => reject(error);
