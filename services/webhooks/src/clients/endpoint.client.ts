@@ -1,6 +1,7 @@
 import type { LookupAddress } from 'node:dns';
 import dns from 'node:dns/promises';
 import { isIP, type LookupFunction } from 'node:net';
+import type { Readable } from 'node:stream';
 import { rootCertificates } from 'node:tls';
 import { InvalidArgumentError } from '@mailfleet/kit';
 import { Pool } from 'undici';
@@ -105,8 +106,15 @@ export function createEndpointClient(opts: EndpointClientOptions): EndpointClien
    * in flight to one webhook, so a pool's connections are not capped again here.
    */
   const pools = new Map<string, Pool>();
+  /** The sorted address list of a lookup's answer, made once per answer (an answer is shared for a second). */
+  const addressKeys = new WeakMap<readonly LookupAddress[], string>();
   function poolFor(target: WebhookTarget, addresses: readonly LookupAddress[]): Pool {
-    const key = JSON.stringify([target.host, target.port, addresses.map((a) => a.address).sort()]);
+    let addressKey = addressKeys.get(addresses);
+    if (addressKey === undefined) {
+      addressKey = JSON.stringify(addresses.map((a) => a.address).sort());
+      addressKeys.set(addresses, addressKey);
+    }
+    const key = `${JSON.stringify(target.host)} ${target.port} ${addressKey}`;
     const hit = pools.get(key);
     if (hit) {
       pools.delete(key);
@@ -138,25 +146,32 @@ export function createEndpointClient(opts: EndpointClientOptions): EndpointClien
   }
 
   /** Lookups of the last RESOLVED_REUSE_MS by host, shared by the attempts that ask meanwhile (failures are not kept). */
-  const resolved = new Map<string, { until: number; addresses: Promise<LookupAddress[]> }>();
+  const resolved = new Map<string, { until: number; addresses: Promise<LookupAddress[]>; answer?: LookupAddress[] }>();
+  /** A lookup under a second old whose answer is in: most attempts to a busy endpoint, with nothing to wait for. */
+  function answeredAddressesOf(target: WebhookTarget): LookupAddress[] | undefined {
+    if (target.isIpLiteral) return undefined;
+    const hit = resolved.get(target.host);
+    return hit?.answer && hit.until > performance.now() ? hit.answer : undefined;
+  }
   function recentAddressesOf(target: WebhookTarget): Promise<LookupAddress[]> {
     if (target.isIpLiteral) return addressesOf(target);
     const t = performance.now();
     const hit = resolved.get(target.host);
     if (hit && hit.until > t) return hit.addresses;
-    const entry = { until: t + RESOLVED_REUSE_MS, addresses: addressesOf(target) };
+    const entry: { until: number; addresses: Promise<LookupAddress[]>; answer?: LookupAddress[] } = { until: t + RESOLVED_REUSE_MS, addresses: addressesOf(target) };
     resolved.delete(target.host);
     resolved.set(target.host, entry);
     if (resolved.size > MAX_RESOLVED_HOSTS) resolved.delete(resolved.keys().next().value as string);
-    entry.addresses.catch(() => {
+    entry.addresses.then((answer) => {
+      entry.answer = answer;
+    }, () => {
       if (resolved.get(target.host) === entry) resolved.delete(target.host);
     });
     return entry.addresses;
   }
 
-  /** Resolves (reusing a lookup under a second old) and, unless private networks are allowed, refuses when ANY address is not public. */
-  async function vetted(target: WebhookTarget): Promise<LookupAddress[]> {
-    const addresses = await recentAddressesOf(target);
+  /** Unless private networks are allowed, refuses when ANY address is not public. */
+  function checked(target: WebhookTarget, addresses: LookupAddress[]): LookupAddress[] {
     if (!opts.allowPrivateNetworks) {
       for (const a of addresses) {
         const why = refusal(target.host, target.isIpLiteral, a);
@@ -164,6 +179,11 @@ export function createEndpointClient(opts: EndpointClientOptions): EndpointClien
       }
     }
     return addresses;
+  }
+
+  /** Resolves (reusing a lookup under a second old) and checks the addresses. */
+  async function vetted(target: WebhookTarget): Promise<LookupAddress[]> {
+    return checked(target, await recentAddressesOf(target));
   }
 
   async function send(
@@ -190,22 +210,7 @@ export function createEndpointClient(opts: EndpointClientOptions): EndpointClien
       return { ok: false, error: describe(signal.aborted ? new TimeoutError() : err, timeoutMs), durationMs: took() };
     }
     const status = res.statusCode;
-    const chunks: Buffer[] = [];
-    let kept = 0;
-    try {
-      for await (const chunk of res.body as AsyncIterable<Buffer>) {
-        const part = chunk.subarray(0, opts.responseTextLimit - kept);
-        chunks.push(part);
-        kept += part.length;
-        // Enough kept: stop reading an endless body.
-        if (kept >= opts.responseTextLimit) break;
-      }
-    } catch {
-      // A body cut short (or timed out) still leaves the status: the answer is judged by what arrived.
-    } finally {
-      if (!res.body.readableEnded) res.body.destroy();
-    }
-    const responseText = Buffer.concat(chunks).toString('utf8');
+    const responseText = await readText(res.body, opts.responseTextLimit);
     if (status >= 200 && status < 300) return { ok: true, status, responseText, durationMs: took() };
     if (status >= 300 && status < 400) {
       const where = res.headers.location;
@@ -237,7 +242,9 @@ export function createEndpointClient(opts: EndpointClientOptions): EndpointClien
       const controller = new AbortController();
       const timer = setTimeout(() => controller.abort(), timeoutMs);
       try {
-        const addresses = await withSignal(vetted(target), controller.signal);
+        // A lookup already answered is checked at once; one under way is waited for within the time limit.
+        const answer = answeredAddressesOf(target);
+        const addresses = answer ? checked(target, answer) : await withSignal(vetted(target), controller.signal);
         return await send(target, addresses, Buffer.from(body, 'utf8'), headers, { signal: controller.signal, started, timeoutMs });
       } catch (err) {
         return { ok: false, error: describe(err, timeoutMs), durationMs: Math.round(performance.now() - started) };
@@ -246,6 +253,36 @@ export function createEndpointClient(opts: EndpointClientOptions): EndpointClien
       }
     },
   };
+}
+
+/**
+ * The response text, up to `limit` bytes: reading stops there (an endless body is not read to its end) and a body cut
+ * short or timed out leaves what arrived, as the status alone judges the answer. Listeners, not an async iterator:
+ * one promise per response instead of one per chunk.
+ */
+function readText(body: Readable, limit: number): Promise<string> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let kept = 0;
+    let done = false;
+    const finish = (): void => {
+      if (done) return;
+      done = true;
+      body.off('data', onData);
+      if (!body.readableEnded) body.destroy();
+      resolve(Buffer.concat(chunks).toString('utf8'));
+    };
+    const onData = (chunk: Buffer): void => {
+      const part = chunk.subarray(0, limit - kept);
+      chunks.push(part);
+      kept += part.length;
+      if (kept >= limit) finish();
+    };
+    body.on('data', onData);
+    body.once('end', finish);
+    body.once('error', finish);
+    body.once('close', finish);
+  });
 }
 
 function withSignal<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {

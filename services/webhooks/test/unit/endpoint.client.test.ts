@@ -72,6 +72,18 @@ describe('endpoint client SSRF guard', () => {
     expect(again.calls).toBe(2);
   });
 
+  it('an attempt after the shared lookup answered takes that answer at once, and still checks it', async () => {
+    const resolver = resolverFrom([['10.0.0.7'], ['93.184.216.34']]);
+    const client = createEndpointClient({ ...base, allowPrivateNetworks: false, resolver });
+    const target = parseWebhookUrl('https://answered.example.com/hook');
+    const refused = 'refused: answered.example.com resolves to 10.0.0.7, a private address; webhooks may only reach public addresses';
+    expect((await client.post(target, '{}', {})).error).toBe(refused);
+    // The answer is in: these do not wait for a lookup, and each is refused by its own check.
+    expect((await client.post(target, '{}', {})).error).toBe(refused);
+    expect((await client.post(target, '{}', {})).error).toBe(refused);
+    expect(resolver.calls).toBe(1);
+  });
+
   it('with private networks allowed nothing is refused at create time', async () => {
     const client = createEndpointClient({ ...base, allowPrivateNetworks: true, resolver: resolverFrom([['127.0.0.1']]) });
     await expect(client.vet(parseWebhookUrl('https://127.0.0.1:8443/'))).resolves.toBeUndefined();
