@@ -260,8 +260,13 @@ export function createEndpointClient(opts: EndpointClientOptions): EndpointClien
  * short or timed out leaves what arrived, as the status alone judges the answer. Listeners, not an async iterator:
  * one promise per response instead of one per chunk.
  */
-function readText(body: Readable, limit: number): Promise<string> {
+export function readText(body: Readable, limit: number): Promise<string> {
   return new Promise((resolve) => {
+    // Over before it was read (nothing here reads it first, but a listener would then wait forever).
+    if (body.destroyed || body.readableEnded) {
+      resolve('');
+      return;
+    }
     const chunks: Buffer[] = [];
     let kept = 0;
     let done = false;
