@@ -73,6 +73,22 @@ function refusal(host: string, isLiteral: boolean, a: LookupAddress): string | u
   return `${where} ${article} ${kind} address; webhooks may only reach public addresses`;
 }
 
+/** Why the target may not be reached at these addresses: the first one that is not public, else undefined. */
+function refusalOf(target: WebhookTarget, addresses: readonly LookupAddress[]): string | undefined {
+  for (const a of addresses) {
+    const why = refusal(target.host, target.isIpLiteral, a);
+    if (why) return why;
+  }
+  return undefined;
+}
+
+/** A lookup shared by the attempts to one host for RESOLVED_REUSE_MS; `answer` once it has come. */
+interface SharedLookup {
+  readonly until: number;
+  readonly addresses: Promise<LookupAddress[]>;
+  answer?: LookupAddress[];
+}
+
 /** A lookup function that answers with the addresses already vetted: the connection goes where the check looked (no DNS rebinding). */
 function pinnedLookup(addresses: readonly LookupAddress[]): LookupFunction {
   return ((_hostname: string, options: { all?: boolean }, callback: (...args: unknown[]) => void) => {
@@ -146,7 +162,7 @@ export function createEndpointClient(opts: EndpointClientOptions): EndpointClien
   }
 
   /** Lookups of the last RESOLVED_REUSE_MS by host, shared by the attempts that ask meanwhile (failures are not kept). */
-  const resolved = new Map<string, { until: number; addresses: Promise<LookupAddress[]>; answer?: LookupAddress[] }>();
+  const resolved = new Map<string, SharedLookup>();
   /** A lookup under a second old whose answer is in: most attempts to a busy endpoint, with nothing to wait for. */
   function answeredAddressesOf(target: WebhookTarget): LookupAddress[] | undefined {
     if (target.isIpLiteral) return undefined;
@@ -158,7 +174,7 @@ export function createEndpointClient(opts: EndpointClientOptions): EndpointClien
     const t = performance.now();
     const hit = resolved.get(target.host);
     if (hit && hit.until > t) return hit.addresses;
-    const entry: { until: number; addresses: Promise<LookupAddress[]>; answer?: LookupAddress[] } = { until: t + RESOLVED_REUSE_MS, addresses: addressesOf(target) };
+    const entry: SharedLookup = { until: t + RESOLVED_REUSE_MS, addresses: addressesOf(target) };
     resolved.delete(target.host);
     resolved.set(target.host, entry);
     if (resolved.size > MAX_RESOLVED_HOSTS) resolved.delete(resolved.keys().next().value as string);
@@ -172,12 +188,8 @@ export function createEndpointClient(opts: EndpointClientOptions): EndpointClien
 
   /** Unless private networks are allowed, refuses when ANY address is not public. */
   function checked(target: WebhookTarget, addresses: LookupAddress[]): LookupAddress[] {
-    if (!opts.allowPrivateNetworks) {
-      for (const a of addresses) {
-        const why = refusal(target.host, target.isIpLiteral, a);
-        if (why) throw new RefusedAddressError(why);
-      }
-    }
+    const why = opts.allowPrivateNetworks ? undefined : refusalOf(target, addresses);
+    if (why) throw new RefusedAddressError(why);
     return addresses;
   }
 
@@ -230,10 +242,8 @@ export function createEndpointClient(opts: EndpointClientOptions): EndpointClien
       } catch {
         return;
       }
-      for (const a of addresses) {
-        const why = refusal(target.host, target.isIpLiteral, a);
-        if (why) throw new InvalidArgumentError(`url refused: ${why}`);
-      }
+      const why = refusalOf(target, addresses);
+      if (why) throw new InvalidArgumentError(`url refused: ${why}`);
     },
 
     async post(target, body, headers, callOpts = {}) {
