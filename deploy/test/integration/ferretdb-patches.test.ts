@@ -19,10 +19,13 @@ describe('the patched FerretDB module', () => {
     expect(out).toMatch(/^ok\s+github\.com\/FerretDB\/FerretDB\/internal\/handler\/sjson/m);
   }, 300_000);
 
-  it('runs statements on the patched driver\'s per-connection statement cache as SQLite runs them fresh', async () => {
-    const out = await testPatchedFerretDb(['-v', '-run', 'TestStmtCache', './internal/util/fsql/']);
+  it('runs statements and queries on the patched driver\'s per-connection statement cache as SQLite runs them fresh', async () => {
+    const out = await testPatchedFerretDb(['-v', '-run', 'TestStmtCache|TestQueryCache', './internal/util/fsql/']);
     for (const name of ['ReusesWithFreshBindings', 'AfterAnError', 'InTransactionsAndSavepoints', 'ManyTextsSchemaChangesAndSeveralStatements', 'CancelledContext']) {
       expect(out).toMatch(new RegExp(`--- PASS: TestStmtCache${name}`));
+    }
+    for (const name of ['ReusesWithFreshBindings', 'SameTextWhileItsRowsAreOpen', 'RowsClosedEarlyStartOver', 'ErrorsSchemaChangesAndManyTexts', 'CancelledContext']) {
+      expect(out).toMatch(new RegExp(`--- PASS: TestQueryCache${name}`));
     }
     expect(out).not.toMatch(/--- FAIL/);
   }, 300_000);
