@@ -192,9 +192,11 @@ func TestStmtCacheManyTextsSchemaChangesAndSeveralStatements(t *testing.T) {
 	}
 }
 
-func TestStmtCacheCancelledContext(t *testing.T) {
-	db := openOne(t)
+// withCancelled holds row a=1 and gives one connection of the database and a context cancelled already.
+func withCancelled(t *testing.T) (*sql.DB, *sql.Conn, context.Context) {
+	t.Helper()
 
+	db := openOne(t)
 	if _, err := db.Exec("INSERT INTO t VALUES (?, ?)", "a", "1"); err != nil {
 		t.Fatal(err)
 	}
@@ -206,6 +208,13 @@ func TestStmtCacheCancelledContext(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
+
+	return db, conn, ctx
+}
+
+func TestStmtCacheCancelledContext(t *testing.T) {
+	db, conn, ctx := withCancelled(t)
+
 	if _, err := conn.ExecContext(ctx, "INSERT INTO t VALUES (?, ?)", "b", "2"); err == nil {
 		t.Fatal("ran with a cancelled context")
 	}
@@ -444,20 +453,9 @@ func TestQueryCacheErrorsSchemaChangesAndManyTexts(t *testing.T) {
 }
 
 func TestQueryCacheCancelledContext(t *testing.T) {
-	db := openOne(t)
-
-	if _, err := db.Exec("INSERT INTO t VALUES (?, ?)", "a", "1"); err != nil {
-		t.Fatal(err)
-	}
-
-	conn, err := db.Conn(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, conn, ctx := withCancelled(t)
 	defer conn.Close()
 
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
 	if _, err := conn.QueryContext(ctx, "SELECT v FROM t WHERE k = ?", "a"); err == nil {
 		t.Fatal("ran with a cancelled context")
 	}

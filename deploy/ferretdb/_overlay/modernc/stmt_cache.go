@@ -13,6 +13,43 @@ import (
 // maxCachedStmts bounds the statements one connection keeps prepared for execCached.
 const maxCachedStmts = 64
 
+// prepareOne prepares query when it is a single statement; pstmt is 0 (and err nil) when it is not.
+func (c *conn) prepareOne(query string) (pstmt uintptr, err error) {
+	psql, err := libc.CString(query)
+	if err != nil {
+		return 0, err
+	}
+	defer c.free(psql)
+
+	tail := psql
+	if pstmt, err = c.prepareV2(&tail); err != nil {
+		return 0, err
+	}
+
+	if pstmt != 0 && *(*byte)(unsafe.Pointer(tail)) != 0 {
+		c.finalize(pstmt)
+		return 0, nil
+	}
+
+	return pstmt, nil
+}
+
+// interruptible returns ctx's error when it is done already, else the function that stops interrupting this
+// connection's statement when ctx ends (as the driver's own exec and query do while they step).
+func (c *conn) interruptible(ctx context.Context, done *int32) (stop func(), err error) {
+	if ctx == nil || ctx.Done() == nil {
+		return func() {}, nil
+	}
+
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	default:
+	}
+
+	return interruptOnDone(ctx, c, done), nil
+}
+
 // execCached runs a statement that returns no rows on a prepared statement this connection keeps
 // (keyed by its SQL text) instead of preparing, running and finalizing it every time: with the
 // writes of a busy server, preparing was 7 % of the process's CPU. After each use the statement is
@@ -25,23 +62,8 @@ func (c *conn) execCached(ctx context.Context, query string, args []driver.Named
 			return nil, nil, false
 		}
 
-		psql, err := libc.CString(query)
-		if err != nil {
-			return nil, err, true
-		}
-		defer c.free(psql)
-
-		tail := psql
-		if pstmt, err = c.prepareV2(&tail); err != nil {
-			return nil, err, true
-		}
-
-		if pstmt == 0 || *(*byte)(unsafe.Pointer(tail)) != 0 {
-			if pstmt != 0 {
-				c.finalize(pstmt)
-			}
-
-			return nil, nil, false
+		if pstmt, err = c.prepareOne(query); err != nil || pstmt == 0 {
+			return nil, err, err != nil
 		}
 
 		if c.stmtCache == nil {
@@ -51,16 +73,11 @@ func (c *conn) execCached(ctx context.Context, query string, args []driver.Named
 	}
 
 	var done int32
-	if ctx != nil {
-		if ctxDone := ctx.Done(); ctxDone != nil {
-			select {
-			case <-ctxDone:
-				return nil, ctx.Err(), true
-			default:
-			}
-			defer interruptOnDone(ctx, c, &done)()
-		}
+	stop, err := c.interruptible(ctx, &done)
+	if err != nil {
+		return nil, err, true
 	}
+	defer stop()
 
 	r, err = func() (driver.Result, error) {
 		n, err := c.bindParameterCount(pstmt)
@@ -138,24 +155,9 @@ func (c *conn) queryCached(ctx context.Context, query string, args []driver.Name
 			}
 		}
 
-		psql, err := libc.CString(query)
-		if err != nil {
-			return nil, err, true
-		}
-		defer c.free(psql)
-
-		tail := psql
-		pstmt, err := c.prepareV2(&tail)
-		if err != nil {
-			return nil, err, true
-		}
-
-		if pstmt == 0 || *(*byte)(unsafe.Pointer(tail)) != 0 {
-			if pstmt != 0 {
-				c.finalize(pstmt)
-			}
-
-			return nil, nil, false
+		pstmt, err := c.prepareOne(query)
+		if err != nil || pstmt == 0 {
+			return nil, err, err != nil
 		}
 
 		if c.queryCache == nil {
@@ -166,16 +168,11 @@ func (c *conn) queryCached(ctx context.Context, query string, args []driver.Name
 	}
 
 	var done int32
-	if ctx != nil {
-		if ctxDone := ctx.Done(); ctxDone != nil {
-			select {
-			case <-ctxDone:
-				return nil, ctx.Err(), true
-			default:
-			}
-			defer interruptOnDone(ctx, c, &done)()
-		}
+	stop, err := c.interruptible(ctx, &done)
+	if err != nil {
+		return nil, err, true
 	}
+	defer stop()
 
 	// From here the rows own the statement: closing them (on any failure below too) makes it ready again.
 	q.busy = true
