@@ -10,7 +10,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// maxCachedStmts bounds the statements one connection keeps prepared for execCached.
+// maxCachedStmts bounds the statements one connection keeps prepared for execCached, and again the queries for queryCached.
 const maxCachedStmts = 64
 
 // prepareOne prepares query when it is a single statement; pstmt is 0 (and err nil) when it is not.

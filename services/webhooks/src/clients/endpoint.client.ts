@@ -163,17 +163,20 @@ export function createEndpointClient(opts: EndpointClientOptions): EndpointClien
 
   /** Lookups of the last RESOLVED_REUSE_MS by host, shared by the attempts that ask meanwhile (failures are not kept). */
   const resolved = new Map<string, SharedLookup>();
-  /** A lookup under a second old whose answer is in: most attempts to a busy endpoint, with nothing to wait for. */
+  /** The host's shared lookup while it is under RESOLVED_REUSE_MS old (never for an IP literal). */
+  function sharedLookupOf(target: WebhookTarget, t: number): SharedLookup | undefined {
+    const hit = target.isIpLiteral ? undefined : resolved.get(target.host);
+    return hit && hit.until > t ? hit : undefined;
+  }
+  /** A shared lookup whose answer is in: most attempts to a busy endpoint, with nothing to wait for. */
   function answeredAddressesOf(target: WebhookTarget): LookupAddress[] | undefined {
-    if (target.isIpLiteral) return undefined;
-    const hit = resolved.get(target.host);
-    return hit?.answer && hit.until > performance.now() ? hit.answer : undefined;
+    return sharedLookupOf(target, performance.now())?.answer;
   }
   function recentAddressesOf(target: WebhookTarget): Promise<LookupAddress[]> {
     if (target.isIpLiteral) return addressesOf(target);
     const t = performance.now();
-    const hit = resolved.get(target.host);
-    if (hit && hit.until > t) return hit.addresses;
+    const hit = sharedLookupOf(target, t);
+    if (hit) return hit.addresses;
     const entry: SharedLookup = { until: t + RESOLVED_REUSE_MS, addresses: addressesOf(target) };
     resolved.delete(target.host);
     resolved.set(target.host, entry);
