@@ -147,6 +147,8 @@ export async function testPatchedFerretDb(packages: readonly string[], env: Node
     if (!copy) throw new Error(`deploy/ferretdb/patches.json patches nothing of ${FERRETDB_MODULE}`);
     // FerretDB's test helpers find the repository root by its .git directory, which a module copy lacks.
     await fsp.mkdir(path.join(copy, '.git'), { recursive: true });
+    // A test binary whose main module is FerretDB refuses to start without the version file its release build generates.
+    await fsp.writeFile(path.join(copy, 'build', 'version', 'version.txt'), 'v0.0.0-mailfleet-test\n');
     // The other patched modules (its dependencies) are tested as the launcher is built: patched.
     for (const [module, dir] of patched.copies) {
       if (module !== FERRETDB_MODULE) await runGo(['mod', 'edit', `-replace=${module}=${dir}`], { cwd: copy, env: goEnv(env) });
