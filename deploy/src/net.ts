@@ -18,6 +18,30 @@ function ephemeralRange(): [number, number] {
   return [49152, 65535];
 }
 
+/**
+ * Binds each of `ports` that lies inside the kernel's ephemeral range (on every address), so that no outgoing
+ * connection is given it before the server meant for it starts: Linux never picks a bound port as the source of a
+ * connection. Returns the bound sockets' descriptors by port, to hand to that server's process (see
+ * `releaseHeldPort` in the kit); a port that is busy, or whose descriptor is not exposed, is left out.
+ */
+export async function holdEphemeralPorts(ports: readonly number[]): Promise<Map<number, { fd: number; close: () => Promise<void> }>> {
+  const [low, high] = ephemeralRange();
+  const held = new Map<number, { fd: number; close: () => Promise<void> }>();
+  for (const port of ports) {
+    if (port < low || port > high) continue;
+    const server = await hold(port, '0.0.0.0');
+    if (!server) continue;
+    const close = (): Promise<void> => new Promise((resolve) => server.close(() => resolve()));
+    const fd = (server as unknown as { _handle?: { fd?: unknown } })._handle?.fd;
+    if (typeof fd !== 'number' || fd < 0) {
+      await close();
+      continue;
+    }
+    held.set(port, { fd, close });
+  }
+  return held;
+}
+
 /** Holds `port` on `host` when it is free; undefined when something else has it. */
 async function hold(port: number, host: string): Promise<net.Server | undefined> {
   const server = net.createServer();

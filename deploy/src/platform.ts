@@ -7,12 +7,13 @@ import { ensureBinaries } from './binaries.js';
 import { startFerretDb, type FerretDbServer } from './ferretdb.js';
 import { createHealthProbe, probeHttp, type HealthProbe } from './health.js';
 import { consoleLogSink, type LogSink } from './logs.js';
-import { canConnect, findFreePorts, LOOPBACK } from './net.js';
+import { canConnect, findFreePorts, holdEphemeralPorts, LOOPBACK } from './net.js';
 import { loadLocalSecrets } from './local-secrets.js';
 import { startLocalDns, type LocalDns } from './local-dns.js';
 import { startNats, type NatsServer } from './nats.js';
 import { defaultDataDir, repoRoot as defaultRepoRoot } from './paths.js';
 import { describeExit, ManagedProcess, type ExitInfo } from './process.js';
+import { HELD_PORT_FD_ENV } from '@mailfleet/kit/held-port';
 
 /**
  * Local mode runs only when asked for (`npm start` does) and only with the platform's own SMTP
@@ -208,6 +209,8 @@ export async function startPlatform(opts: PlatformOptions = {}): Promise<Platfor
   const ports = await choosePorts(mode, opts.port, lookup('INBOUND_SMTP_PORT'), external);
   if (localMode && mode === 'default') ports.localDns = DEFAULT_PORTS.localDns;
   if (mode === 'default') await assertPortsFree(ports, host);
+  // The default gRPC ports lie in Linux's ephemeral range: held from here until each service takes its own.
+  const heldGrpc = mode === 'default' ? await holdEphemeralPorts(SERVICE_NAMES.map((name) => ports.services[name].grpc)) : new Map<number, never>();
 
   const gatewayHostForUrl = host === '0.0.0.0' || host === '::' ? LOOPBACK : host;
   const gatewayUrl = `http://${gatewayHostForUrl}:${ports.gateway}`;
@@ -373,6 +376,7 @@ export async function startPlatform(opts: PlatformOptions = {}): Promise<Platfor
           kind: 'service',
           file: path.join(root, 'services', name, 'dist', 'main.js'),
           env,
+          held: heldGrpc.get(ports.services[name].grpc),
           probe: async () => {
             const status = await probe.check('');
             return status === 'SERVING' ? 'ready' : `grpc.health.v1 Check: ${status}`;
@@ -457,6 +461,7 @@ export async function startPlatform(opts: PlatformOptions = {}): Promise<Platfor
     };
     return platform;
   } catch (error) {
+    await Promise.all([...heldGrpc.values()].map((held) => held.close()));
     await stopAll();
     throw error;
   }
@@ -512,6 +517,8 @@ export async function startPlatform(opts: PlatformOptions = {}): Promise<Platfor
     env: NodeJS.ProcessEnv;
     probe: () => Promise<string>;
     closeProbe?: HealthProbe;
+    /** A socket bound to the child's port: the first start hands it over (as fd 3, HELD_PORT_FD_ENV) and closes this process's copy. */
+    held?: { fd: number; close: () => Promise<void> } | undefined;
   }): Child {
     const proc = new ManagedProcess({
       name: spec.name,
@@ -529,7 +536,16 @@ export async function startPlatform(opts: PlatformOptions = {}): Promise<Platfor
       kind: spec.kind,
       running: () => proc.running,
       processes: () => [proc],
-      start: async () => proc.start(),
+      start: async () => {
+        const held = spec.held;
+        spec.held = undefined;
+        if (!held) return proc.start();
+        try {
+          proc.start({ inherit: [held.fd], env: { [HELD_PORT_FD_ENV]: '3' } });
+        } finally {
+          await held.close();
+        }
+      },
       async probe() {
         if (!proc.running) return 'not running';
         return spec.probe();

@@ -114,15 +114,19 @@ export class ManagedProcess {
     return () => this.exitListeners.delete(listener);
   }
 
-  start(): void {
+  /**
+   * Spawns the process. `inherit`: descriptors of this process the child gets as its fd 3, 4, …, with `env` added to
+   * its environment for this start only (a restart does not pass them again).
+   */
+  start(once: { inherit?: number[]; env?: NodeJS.ProcessEnv } = {}): void {
     if (this.child) throw new Error(`${this.name} is already running (pid ${this.child.pid})`);
     installExitHook();
     this.expectExit = false;
     this.lastExitInfo = undefined;
     const child = spawn(this.opts.command, this.opts.args ?? [], {
       cwd: this.opts.cwd,
-      env: this.opts.env ?? process.env,
-      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...(this.opts.env ?? process.env), ...once.env },
+      stdio: ['ignore', 'pipe', 'pipe', ...(once.inherit ?? [])],
       detached: true,
     });
     this.child = child;

@@ -11,6 +11,7 @@ import {
   type Logger, type RequestContext,
 } from '../logger.js';
 import type { ServiceMetrics } from '../metrics.js';
+import { releaseHeldPort } from './held-port.js';
 
 export interface CallContext extends RequestContext {
   /** Milliseconds left before the caller's deadline (Infinity when none was set). */
@@ -137,6 +138,7 @@ export async function createGrpcServer(opts: {
     new ReflectionService(pkg).addToServer(server);
   }
 
+  releaseHeldPort();
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(`${opts.host ?? '0.0.0.0'}:${opts.port}`, ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound)));
   });
