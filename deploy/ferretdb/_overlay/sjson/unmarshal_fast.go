@@ -197,31 +197,47 @@ func (r *fastReader) rawString() ([]byte, bool) {
 func (r *fastReader) skipString() ([]byte, bool) {
 	r.ws()
 
-	if r.i >= len(r.b) || r.b[r.i] != '"' {
+	start := r.i
+
+	end, ok := SkipString(r.b, r.i)
+	if end > r.i {
+		r.i = end
+	}
+
+	if !ok {
 		return nil, false
 	}
 
-	start := r.i
-	r.i++
+	return r.b[start:end], true
+}
+
+// SkipString returns the index just past the JSON string whose opening quote is at b[i] (escapes allowed), and
+// false when there is no string there (the index unchanged) or it does not end (the index at the end).
+func SkipString(b []byte, i int) (int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return i, false
+	}
+
+	start := i
+	i++
 
 	// The string ends at the first quote after an even number of backslashes.
 	for {
-		j := bytes.IndexByte(r.b[r.i:], '"')
+		j := bytes.IndexByte(b[i:], '"')
 		if j < 0 {
-			r.i = len(r.b)
-			return nil, false
+			return len(b), false
 		}
 
-		q := r.i + j
-		r.i = q + 1
+		q := i + j
+		i = q + 1
 
 		n := 0
-		for k := q - 1; k > start && r.b[k] == '\\'; k-- {
+		for k := q - 1; k > start && b[k] == '\\'; k-- {
 			n++
 		}
 
 		if n%2 == 0 {
-			return r.b[start:r.i], true
+			return i, true
 		}
 	}
 }
@@ -457,24 +473,39 @@ func (r *fastReader) literal(word string) bool {
 func (r *fastReader) skipValue() ([]byte, bool) {
 	r.ws()
 
-	if r.i >= len(r.b) {
+	start := r.i
+	end, ok := SkipValue(r.b, r.i)
+	r.i = end
+
+	if !ok {
 		return nil, false
 	}
 
-	start := r.i
+	return r.b[start:end], true
+}
 
-	switch c := r.b[r.i]; c {
+// SkipValue returns the index just past the JSON value that starts at b[i]: a string, an object or an array with
+// all they hold (white space inside them allowed), or any other token up to the next delimiter or white space.
+func SkipValue(b []byte, i int) (int, bool) {
+	if i >= len(b) {
+		return i, false
+	}
+
+	switch b[i] {
 	case '"':
-		return r.skipString()
+		return SkipString(b, i)
 	case '{', '[':
 		depth := 0
 
-		for r.i < len(r.b) {
-			switch r.b[r.i] {
+		for i < len(b) {
+			switch b[i] {
 			case '"':
-				if _, ok := r.skipString(); !ok {
-					return nil, false
+				end, ok := SkipString(b, i)
+				if !ok {
+					return end, false
 				}
+
+				i = end
 
 				continue
 			case '{', '[':
@@ -482,24 +513,25 @@ func (r *fastReader) skipValue() ([]byte, bool) {
 			case '}', ']':
 				depth--
 				if depth == 0 {
-					r.i++
-					return r.b[start:r.i], true
+					return i + 1, true
 				}
 			}
-			r.i++
+			i++
 		}
 
-		return nil, false
+		return i, false
 	default:
-		for r.i < len(r.b) {
-			switch r.b[r.i] {
+		start := i
+
+		for i < len(b) {
+			switch b[i] {
 			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return r.b[start:r.i], r.i > start
+				return i, i > start
 			}
-			r.i++
+			i++
 		}
 
-		return r.b[start:r.i], r.i > start
+		return i, i > start
 	}
 }
 

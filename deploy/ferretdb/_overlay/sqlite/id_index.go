@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"unsafe"
 
 	sqlite "modernc.org/sqlite"
 
+	"github.com/FerretDB/FerretDB/internal/handler/sjson"
 	"github.com/FerretDB/FerretDB/internal/util/fsql"
 	"github.com/FerretDB/FerretDB/internal/util/lazyerrors"
 )
@@ -126,65 +128,9 @@ func idTextOfAny(doc string) (string, bool, error) {
 	return "", false, errMalformed
 }
 
-// skipValue returns the index just past the JSON value that starts at i: a string, an object or an array
-// (with what they hold), or a scalar up to the next delimiter.
+// skipValue is sjson.SkipValue on the text's bytes, not copied.
 func skipValue(s string, i int) (int, bool) {
-	if i >= len(s) {
-		return i, false
-	}
-
-	switch s[i] {
-	case '"':
-		return skipString(s, i)
-	case '{', '[':
-		depth := 0
-
-		for i < len(s) {
-			switch s[i] {
-			case '"':
-				end, ok := skipString(s, i)
-				if !ok {
-					return end, false
-				}
-
-				i = end
-
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1, true
-				}
-			}
-
-			i++
-		}
-
-		return i, false
-	default:
-		start := i
-		for i < len(s) && !strings.ContainsRune(",}] \t\n\r", rune(s[i])) {
-			i++
-		}
-
-		return i, i > start
-	}
-}
-
-// skipString returns the index just past the JSON string that starts at i (its opening quote).
-func skipString(s string, i int) (int, bool) {
-	for i++; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1, true
-		}
-	}
-
-	return i, false
+	return sjson.SkipValue(unsafe.Slice(unsafe.StringData(s), len(s)), i)
 }
 
 func skipSpace(s string, i int) int {
