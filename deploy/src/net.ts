@@ -18,17 +18,24 @@ function ephemeralRange(): [number, number] {
   return [49152, 65535];
 }
 
+/** A port bound by this process on behalf of a server another process will start: its descriptor, to hand over. */
+export interface HeldPort {
+  fd: number;
+  close: () => Promise<void>;
+}
+
 /**
- * Binds each of `ports` that lies inside the kernel's ephemeral range (on every address), so that no outgoing
- * connection is given it before the server meant for it starts: Linux never picks a bound port as the source of a
- * connection. Returns the bound sockets' descriptors by port, to hand to that server's process (see
- * `releaseHeldPort` in the kit); a port that is busy, or whose descriptor is not exposed, is left out.
+ * Binds each of `ports` (on every address; with `onlyEphemeral`, only those inside the kernel's ephemeral range),
+ * so that nothing takes it before the server meant for it starts: Linux never picks a bound port as the source of a
+ * connection, and another process's `findFreePorts` cannot bind it either. Returns the bound sockets by port, to
+ * hand to that server's process (see `releaseHeldPort` in the kit); a port that is busy, or whose descriptor is not
+ * exposed, is left out.
  */
-export async function holdEphemeralPorts(ports: readonly number[]): Promise<Map<number, { fd: number; close: () => Promise<void> }>> {
+export async function holdPorts(ports: readonly number[], opts: { onlyEphemeral?: boolean } = {}): Promise<Map<number, HeldPort>> {
   const [low, high] = ephemeralRange();
-  const held = new Map<number, { fd: number; close: () => Promise<void> }>();
+  const held = new Map<number, HeldPort>();
   for (const port of ports) {
-    if (port < low || port > high) continue;
+    if (opts.onlyEphemeral && (port < low || port > high)) continue;
     const server = await hold(port, '0.0.0.0');
     if (!server) continue;
     const close = (): Promise<void> => new Promise((resolve) => server.close(() => resolve()));

@@ -7,7 +7,7 @@ import { ensureBinaries } from './binaries.js';
 import { startFerretDb, type FerretDbServer } from './ferretdb.js';
 import { createHealthProbe, probeHttp, type HealthProbe } from './health.js';
 import { consoleLogSink, type LogSink } from './logs.js';
-import { canConnect, findFreePorts, holdEphemeralPorts, LOOPBACK } from './net.js';
+import { canConnect, findFreePorts, holdPorts, LOOPBACK, type HeldPort } from './net.js';
 import { loadLocalSecrets } from './local-secrets.js';
 import { startLocalDns, type LocalDns } from './local-dns.js';
 import { startNats, type NatsServer } from './nats.js';
@@ -209,8 +209,9 @@ export async function startPlatform(opts: PlatformOptions = {}): Promise<Platfor
   const ports = await choosePorts(mode, opts.port, lookup('INBOUND_SMTP_PORT'), external);
   if (localMode && mode === 'default') ports.localDns = DEFAULT_PORTS.localDns;
   if (mode === 'default') await assertPortsFree(ports, host);
-  // The default gRPC ports lie in Linux's ephemeral range: held from here until each service takes its own.
-  const heldGrpc = mode === 'default' ? await holdEphemeralPorts(SERVICE_NAMES.map((name) => ports.services[name].grpc)) : new Map<number, never>();
+  // Held from here until each service takes its own: the default gRPC ports lie in Linux's ephemeral range, where
+  // any outgoing connection may be given one, and free ones could be chosen by another platform starting beside this.
+  const heldGrpc = await holdPorts(SERVICE_NAMES.map((name) => ports.services[name].grpc), { onlyEphemeral: mode === 'default' });
 
   const gatewayHostForUrl = host === '0.0.0.0' || host === '::' ? LOOPBACK : host;
   const gatewayUrl = `http://${gatewayHostForUrl}:${ports.gateway}`;
@@ -518,7 +519,7 @@ export async function startPlatform(opts: PlatformOptions = {}): Promise<Platfor
     probe: () => Promise<string>;
     closeProbe?: HealthProbe;
     /** A socket bound to the child's port: the first start hands it over (as fd 3, HELD_PORT_FD_ENV) and closes this process's copy. */
-    held?: { fd: number; close: () => Promise<void> } | undefined;
+    held?: HeldPort | undefined;
   }): Child {
     const proc = new ManagedProcess({
       name: spec.name,

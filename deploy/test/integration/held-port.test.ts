@@ -3,7 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { HELD_PORT_FD_ENV } from '@mailfleet/kit/held-port';
 import { describe, expect, it } from 'vitest';
-import { holdEphemeralPorts } from '../../src/net.js';
+import { findFreePorts, holdPorts } from '../../src/net.js';
 import { ManagedProcess } from '../../src/process.js';
 
 const heldPortModule = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../services/kit/dist/grpc/held-port.js');
@@ -27,14 +27,14 @@ async function ephemeralPort(): Promise<number> {
 }
 
 /**
- * With fixed ports (`npm start`), the platform binds each service's gRPC port that lies in the kernel's ephemeral
- * range before the services start, and hands the bound socket to the service's process, which lets go of it right
+ * The platform binds each service's gRPC port before the services start (with fixed ports, `npm start`, those in
+ * the kernel's ephemeral range), and hands the bound socket to the service's process, which lets go of it right
  * before its gRPC server binds (the kit's releaseHeldPort).
  */
 describe('a gRPC port held for a service', () => {
   it('stays bound from the platform to the service until the service lets go of it, then the service binds it', async () => {
     const port = await ephemeralPort();
-    const held = await holdEphemeralPorts([port, 3000]);
+    const held = await holdPorts([port, 3000], { onlyEphemeral: true });
     expect([...held.keys()]).toEqual([port]); // 3000 is below the ephemeral range: nothing to hold
     await expect(listen(port)).rejects.toThrow(/EADDRINUSE/);
 
@@ -63,6 +63,15 @@ describe('a gRPC port held for a service', () => {
     expect(exit.code).toBe(0);
     expect(proc.tail()).toEqual(['before: EADDRINUSE', 'after: bound', 'variable: gone']);
     await close(await listen(port));
+  });
+
+  it('holds a free port below the ephemeral range too (tests and the bench), so another platform cannot choose it', async () => {
+    const [port] = await findFreePorts(1);
+    const held = await holdPorts([port!]);
+    expect([...held.keys()]).toEqual([port]);
+    await expect(listen(port!)).rejects.toThrow(/EADDRINUSE/);
+    await held.get(port!)!.close();
+    await close(await listen(port!));
   });
 
   it('is left alone by a process that was handed none', async () => {
