@@ -10,6 +10,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { startArrivalReceiver } from './arrival-receiver.mjs';
 import { api, round, runCli } from './lib.mjs';
 
 export const repoRoot = path.resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
@@ -29,7 +30,8 @@ export const fileStamp = (d) => d.toISOString().replace(/[:.]/g, '-');
  * (in the temp dir; the launcher reads MAILFLEET_FERRETDB_STATS from the environment it inherits).
  *
  * session: {platform, gw, dns, ca, dataDir, logDir, signal, bootSeconds, checkAbort(), defer(fn),
- *           newTeam(name), verifiedDomain(token, label), startReceiver(), cliEnv, ferretdbStatsFile}
+ *           newTeam(name), verifiedDomain(token, label), startReceiver(), startArrivalReceiver(onArrivals), cliEnv,
+ *           ferretdbStatsFile}
  */
 export async function withPlatform({ tag, keep = false, env = {}, say, ferretdbStats = false }, body) {
   const { startPlatform, fileLogSink, DOMAIN_VERIFY_TEST_CLOCK } = await imp('deploy/dist/index.js');
@@ -138,6 +140,12 @@ export async function withPlatform({ tag, keep = false, env = {}, say, ferretdbS
       /** An HTTPS receiver on loopback signed by the CA the platform trusts; closed at cleanup. */
       async startReceiver() {
         const receiver = await startHttpsReceiver({ ca });
+        deferred.push(() => receiver.close());
+        return receiver;
+      },
+      /** The same, on a thread of its own that only notes first arrivals by event id (arrival-receiver.mjs). */
+      async startArrivalReceiver(onArrivals) {
+        const receiver = await startArrivalReceiver({ repoRoot, caDir: ca.dir, onArrivals });
         deferred.push(() => receiver.close());
         return receiver;
       },
