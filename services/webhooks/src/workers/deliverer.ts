@@ -60,11 +60,12 @@ export function createDeliverer(deps: {
     responseStatus: d.responseStatus, responseTimeMs: d.responseTimeMs, responseText: d.responseText,
   });
 
-  function targetOf(webhook: WebhookRecord, log: Logger): WebhookTarget | undefined {
+  /** The webhook's target; `log` gives the logger to warn with when its stored URL no longer parses. */
+  function targetOf(webhook: WebhookRecord, log: () => Logger): WebhookTarget | undefined {
     try {
       return parseWebhookUrl(webhook.url);
     } catch (err) {
-      log.warn({ err }, 'stored webhook URL no longer parses');
+      log().warn({ err }, 'stored webhook URL no longer parses');
       return undefined;
     }
   }
@@ -113,7 +114,7 @@ export function createDeliverer(deps: {
       for (const claim of claims) out.push(await deliverer.attempt(claim));
       return out;
     }
-    const target = targetOf(webhook, logOf(first.record));
+    const target = targetOf(webhook, () => logOf(first.record));
     const posts = await Promise.all(claims.map((claim) => (gate ? gate(() => send(claim, webhook, target, {})) : send(claim, webhook, target, {}))
       .catch((err: unknown) => {
         if (err instanceof NotAttemptedError) return undefined;
@@ -143,7 +144,10 @@ export function createDeliverer(deps: {
         logOf(s.claim.record).warn({ consecutiveFailures: r.consecutiveFailures }, 'webhook turned FAILED after consecutive failed events; it receives nothing until activated');
       }
     }
+    // A child logger per delivery only for a line that is written: a busy endpoint's successes are debug lines.
+    const successLines = deps.logger.isLevelEnabled('debug');
     for (const s of kept) {
+      if (s.result.ok && !successLines) continue;
       const log = logOf(s.claim.record);
       if (s.result.ok) log.debug({ attempt: s.outcome.attempt, status: s.result.status, ms: s.result.durationMs }, 'webhook delivered');
       else log.info({ attempt: s.outcome.attempt, error: s.result.error, status: s.result.status, next: s.outcome.nextAttemptAt }, 'webhook attempt failed');
@@ -189,7 +193,7 @@ export function createDeliverer(deps: {
         return undefined;
       }
 
-      const { result, at, outcome, written } = await send(claim, webhook, targetOf(webhook, log), opts);
+      const { result, at, outcome, written } = await send(claim, webhook, targetOf(webhook, () => log), opts);
       const record = await deps.deliveries.finish(claim, written, at);
       if (!record) {
         log.warn('delivery claim lost during the attempt (lease expired); its new owner records the outcome');
