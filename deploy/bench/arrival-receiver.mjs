@@ -16,25 +16,29 @@ const REPORT_MS = 20;
  */
 export async function startArrivalReceiver({ repoRoot, caDir, onArrivals }) {
   const worker = new Worker(new URL(import.meta.url), { workerData: { role: 'arrival-receiver', repoRoot, caDir } });
+  // A failure stops the thread: arrivals end there, and the bench reports the rest missing.
+  worker.on('error', (error) => process.stderr.write(`[bench] arrival receiver failed: ${error.stack ?? error}\n`));
+  let exited = false;
+  const gone = new Promise((resolve) => worker.once('exit', () => {
+    exited = true;
+    resolve();
+  }));
   const url = await new Promise((resolve, reject) => {
-    const failed = (error) => reject(error instanceof Error ? error : new Error(`arrival receiver stopped (${error})`));
-    worker.once('error', failed);
-    worker.once('exit', failed);
+    worker.once('error', reject);
+    gone.then(() => reject(new Error('arrival receiver stopped before it listened')));
     worker.on('message', (m) => {
       if (m.url) {
-        worker.off('error', failed);
-        worker.off('exit', failed);
+        worker.off('error', reject);
         resolve(m.url);
       } else if (m.arrivals) onArrivals(m.arrivals);
     });
   });
-  let closed;
   return {
     url,
-    close: () => (closed ??= new Promise((resolve) => {
-      worker.once('exit', () => resolve());
-      worker.postMessage('close');
-    })),
+    close: () => {
+      if (!exited) worker.postMessage('close');
+      return gone;
+    },
   };
 }
 
