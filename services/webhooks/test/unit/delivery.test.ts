@@ -1,4 +1,5 @@
 import { createHmac } from 'node:crypto';
+import { createLogger } from '@mailfleet/kit';
 import { describe, expect, it } from 'vitest';
 import type { AttemptResult } from '../../src/domain/retry-policy.js';
 import { createDeliverer } from '../../src/workers/deliverer.js';
@@ -347,6 +348,36 @@ describe('delivery worker', () => {
     expect(w.consecutiveFailures).toBe(0);
     expect(w.lastFailureAt).not.toBeNull();
     expect(w.lastSuccessAt!.getTime()).toBeGreaterThanOrEqual(w.lastFailureAt!.getTime());
+  });
+
+  it('a round logs each failure with its delivery, and each success only when debug lines are on', async () => {
+    const roundAt = async (level: 'info' | 'debug') => {
+      const lines: Record<string, unknown>[] = [];
+      const logger = createLogger({ service: 'webhooks-unit', level, destination: { write: (line: string) => lines.push(JSON.parse(line)) } });
+      const s = await setup((call) => (call.headers['X-Service-Event-Id'] === 'evt_ok' ? success() : failure(503)));
+      const deliverer = createDeliverer({ webhooks: s.webhooks, deliveries: s.deliveries, endpoint: s.endpoint.client, policy, logger });
+      await s.addEvent('evt_ok');
+      await s.addEvent('evt_bad');
+      const round = await s.deliveries.claimDueMany(s.now(), 60_000, [], () => 2);
+      expect((await deliverer.attemptMany(round)).map((r) => r?.status)).toEqual(['SUCCESS', 'PENDING']);
+      const ids = new Map(round.map((c) => [c.record.eventId, c.record.id]));
+      return { lines, ids };
+    };
+    const fieldsOf = (eventId: string, ids: Map<string, string>) => ({
+      deliveryId: ids.get(eventId), webhookId: 'wh_1', eventId, eventType: 'domain.created',
+    });
+
+    const info = await roundAt('info');
+    expect(info.lines.filter((l) => l['msg'] === 'webhook attempt failed')).toEqual([
+      expect.objectContaining({ ...fieldsOf('evt_bad', info.ids), attempt: 1, status: 503, error: 'receiver answered 503' }),
+    ]);
+    expect(info.lines.filter((l) => l['msg'] === 'webhook delivered')).toEqual([]);
+
+    const debug = await roundAt('debug');
+    expect(debug.lines.filter((l) => l['msg'] === 'webhook attempt failed')).toEqual([expect.objectContaining(fieldsOf('evt_bad', debug.ids))]);
+    expect(debug.lines.filter((l) => l['msg'] === 'webhook delivered')).toEqual([
+      expect.objectContaining({ ...fieldsOf('evt_ok', debug.ids), attempt: 1, status: 200 }),
+    ]);
   });
 
   it('a kick starts due deliveries at once', async () => {
