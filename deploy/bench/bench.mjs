@@ -9,8 +9,9 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
 import { MongoClient } from 'mongodb';
-import { connect, createInbox, headers as natsHeaders } from '@nats-io/transport-node';
+import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
+import { createAckedPublisher } from '@mailfleet/kit';
 import { CAMPAIGN_ENV, campaignAddresses, campaignFigures, createBook, followCampaign, startCampaign } from './campaign.mjs';
 import { api, apiSafe, cpuBetween, fmt, mapLimit, platformCpuSeconds, platformRss, round, sinkCount, sinkWatcher, summarize, table } from './lib.mjs';
 import { fileStamp, repoRoot, withPlatform } from './platform.mjs';
@@ -613,7 +614,9 @@ async function eventPipeline({ gw, team, params, resources, session, signal }) {
   const statsReason = baseline.status === 200 ? undefined : `GET /v1/stats answered ${baseline.status}`;
   const baseCount = baseline.body?.totalDelivered ?? 0;
 
-  const publisher = jetstreamPublisher(resources.nats);
+  // The kit's publisher: acks read by one subscription, not a request per event (js.publish's timer, subscription entry
+  // and Error objects built for their stacks kept the bench's thread busy at 500 a second).
+  const publisher = createAckedPublisher(resources.nats);
   const total = params.eventRate * params.eventDurationS;
   const published = []; // in publish order: {eventId, emailId, at}
   const byEmail = new Map();
@@ -699,6 +702,7 @@ async function eventPipeline({ gw, team, params, resources, session, signal }) {
   ]);
 
   say(`publishing ${total} email.delivered events at ${params.eventRate}/s`);
+  const acks = [];
   // CPU of every process from the first publish until the last arrival at the counter and the webhook receiver (or
   // the drain limit): the polls of the counter and the feed are in it too, as they are in the lags, but not the feed's
   // polls after that, which wait FEED_SETTLE_MS for arrivals they missed.
@@ -723,10 +727,13 @@ async function eventPipeline({ gw, team, params, resources, session, signal }) {
     const at = Date.now();
     published.push({ eventId: event.id, emailId, at });
     byEmail.set(emailId, event.id);
-    publisher.publish('mailfleet.email.delivered', encoder.encode(JSON.stringify(event)), event.id);
+    acks.push(publisher.publish('mailfleet.email.delivered', encoder.encode(JSON.stringify(event)), { msgID: event.id, timeoutMs: params.drainS * 1000 })
+      .catch(() => {
+        publishErrors += 1;
+      }));
   }
   const publishSeconds = (Date.now() - t0) / 1000;
-  publishErrors = await publisher.settled(params.drainS * 1000);
+  await Promise.all(acks);
   publishing = false;
   giveUpAt = Date.now() + params.drainS * 1000;
   await poller;
@@ -772,45 +779,6 @@ async function eventPipeline({ gw, team, params, resources, session, signal }) {
     },
     webhook: section(webhookReason, lags((p) => webhookAt.get(p.eventId)), 'HTTPS receiver; arrival = first request carrying the event id'),
     cpu,
-  };
-}
-
-/**
- * JetStream publishes as core publishes with a reply subject, their acknowledgements read by one subscription:
- * nats.js's `jetstream().publish` is a request each (a subscription entry, a timer and two Error objects made in
- * advance for their stacks), which kept the bench's thread busy at 500 a second. The stream stores them alike,
- * deduplicated by Nats-Msg-Id. `settled(limitMs)` waits for every acknowledgement and resolves to how many
- * publishes failed (an error or no-responders answer, or none within the limit).
- */
-function jetstreamPublisher(nc) {
-  const inbox = createInbox();
-  let sent = 0;
-  let acked = 0;
-  let failed = 0;
-  const sub = nc.subscribe(inbox, {
-    callback: (err, msg) => {
-      if (err) return;
-      try {
-        if (JSON.parse(msg.string()).error) failed += 1;
-        else acked += 1;
-      } catch {
-        failed += 1; // no responders: an empty message with a 503 status
-      }
-    },
-  });
-  return {
-    publish(subject, data, msgId) {
-      const h = natsHeaders();
-      h.set('Nats-Msg-Id', msgId);
-      nc.publish(subject, data, { reply: inbox, headers: h });
-      sent += 1;
-    },
-    async settled(limitMs) {
-      const until = Date.now() + limitMs;
-      while (acked + failed < sent && Date.now() < until) await sleep(50);
-      sub.unsubscribe();
-      return sent - acked;
-    },
   };
 }
 
