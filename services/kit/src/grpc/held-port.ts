@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 
 /**
- * The environment variable through which the platform that started this process (deploy/src/platform.ts, fixed
- * ports only) hands over its gRPC port: the number of an inherited descriptor of a socket bound to that port.
+ * The environment variable through which the platform that started this process (deploy/src/platform.ts) hands over
+ * its gRPC port: the number of an inherited descriptor of a socket bound to that port.
  */
 export const HELD_PORT_FD_ENV = 'MAILFLEET_HELD_PORT_FD';
 
