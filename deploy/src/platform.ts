@@ -23,6 +23,18 @@ export function localModeOn(opts: { requested: boolean | undefined; smtpUrl: str
   return opts.requested === true && !opts.smtpUrl && !opts.dnsServers;
 }
 
+/**
+ * A profiling run: with MAILFLEET_NODE_CPU_PROF_DIR every Node child writes a V8 CPU profile there when it stops;
+ * MAILFLEET_NODE_CPU_PROF_ONLY (names, comma-separated: `webhooks,gateway`) limits that to those children, so the
+ * others run unprofiled.
+ */
+export function cpuProfileArgs(name: string, env: NodeJS.ProcessEnv = process.env): string[] {
+  const dir = env['MAILFLEET_NODE_CPU_PROF_DIR'];
+  if (!dir) return [];
+  const only = (env['MAILFLEET_NODE_CPU_PROF_ONLY'] ?? '').split(',').map((n) => n.trim()).filter(Boolean);
+  return only.length === 0 || only.includes(name) ? ['--cpu-prof', `--cpu-prof-dir=${dir}`] : [];
+}
+
 /** The services in start order; their default gRPC ports are 50051.. and metrics ports 9101.. in this order. */
 export const SERVICE_NAMES = [
   'auth',
@@ -524,8 +536,7 @@ export async function startPlatform(opts: PlatformOptions = {}): Promise<Platfor
     const proc = new ManagedProcess({
       name: spec.name,
       command: process.execPath,
-      // MAILFLEET_NODE_CPU_PROF_DIR: every Node child writes a V8 CPU profile there when it stops (a profiling run).
-      args: ['--enable-source-maps', ...(process.env['MAILFLEET_NODE_CPU_PROF_DIR'] ? ['--cpu-prof', `--cpu-prof-dir=${process.env['MAILFLEET_NODE_CPU_PROF_DIR']}`] : []), spec.file],
+      args: ['--enable-source-maps', ...cpuProfileArgs(spec.name), spec.file],
       cwd: root,
       env: spec.env,
       log,
