@@ -1,10 +1,9 @@
 import type { LookupAddress } from 'node:dns';
 import dns from 'node:dns/promises';
 import { isIP, type LookupFunction } from 'node:net';
-import type { Readable } from 'node:stream';
 import { rootCertificates } from 'node:tls';
 import { InvalidArgumentError } from '@mailfleet/kit';
-import { Pool } from 'undici';
+import { Pool, type Dispatcher } from 'undici';
 import { classifyAddress } from '../domain/addresses.js';
 import type { AttemptResult } from '../domain/retry-policy.js';
 import type { WebhookTarget } from '../domain/urls.js';
@@ -201,38 +200,83 @@ export function createEndpointClient(opts: EndpointClientOptions): EndpointClien
     return checked(target, await recentAddressesOf(target));
   }
 
-  async function send(
+  /**
+   * One POST through the pool's dispatcher with a handler of its own: no AbortController, response stream or
+   * listeners per post (undici's `request` makes each), the answer's text kept up to the limit as it arrives. Settles
+   * once: at the answer's end, at an error, at the text limit (the rest is not read: the connection is dropped) or
+   * when `deadline` fires (the post is aborted then or as soon as it starts).
+   */
+  function send(
     target: WebhookTarget, addresses: LookupAddress[], bytes: Buffer, headers: Readonly<Record<string, string>>,
-    limits: { signal: AbortSignal; started: number; timeoutMs: number },
+    limits: { started: number; timeoutMs: number; deadline: Deadline },
   ): Promise<AttemptResult> {
-    const { signal, started, timeoutMs } = limits;
+    const { started, timeoutMs, deadline } = limits;
     const took = () => Math.round(performance.now() - started);
-    let res: Awaited<ReturnType<Pool['request']>>;
-    try {
-      res = await poolFor(target, addresses).request({
-        path: target.path,
-        method: 'POST',
-        headers: {
-          ...headers,
-          'content-type': 'application/json',
-          'content-length': String(bytes.length),
-          'user-agent': userAgent,
+    return new Promise<AttemptResult>((resolve) => {
+      let controller: Dispatcher.DispatchController | undefined;
+      let status = 0;
+      let location: string | undefined;
+      const chunks: Buffer[] = [];
+      let kept = 0;
+      let settled = false;
+      const settle = (result: AttemptResult): void => {
+        if (settled) return;
+        settled = true;
+        deadline.onExpiry = undefined;
+        resolve(result);
+      };
+      const answered = (): void => {
+        const responseText = Buffer.concat(chunks).toString('utf8');
+        if (status >= 200 && status < 300) settle({ ok: true, status, responseText, durationMs: took() });
+        else if (status >= 300 && status < 400) {
+          settle({ ok: false, status, responseText, error: `redirect not followed (HTTP ${status}${location ? ` to ${location}` : ''})`, durationMs: took() });
+        } else settle({ ok: false, status, responseText, error: `receiver answered ${status}`, durationMs: took() });
+      };
+      deadline.onExpiry = () => {
+        controller?.abort(new TimeoutError());
+        settle({ ok: false, error: describe(new TimeoutError(), timeoutMs), durationMs: took() });
+      };
+      const handler: Dispatcher.DispatchHandler = {
+        onRequestStart(c) {
+          controller = c;
+          if (settled) c.abort(new TimeoutError());
         },
+        onResponseStart(_c, statusCode, responseHeaders) {
+          if (statusCode < 200) return;
+          status = statusCode;
+          const where = responseHeaders['location'];
+          location = Array.isArray(where) ? where[0] : where;
+        },
+        onResponseData(c, chunk) {
+          if (settled) return;
+          const part = chunk.subarray(0, opts.responseTextLimit - kept);
+          chunks.push(part);
+          kept += part.length;
+          if (kept >= opts.responseTextLimit) {
+            // Judged by its status: the rest of an endless answer is never read.
+            answered();
+            c.abort(new Error('answer text limit reached'));
+          }
+        },
+        onResponseEnd() {
+          answered();
+        },
+        onResponseError(_c, err) {
+          // An answer cut short after its status keeps what arrived; before it, the error is the result.
+          if (status > 0) answered();
+          else settle({ ok: false, error: describe(err, timeoutMs), durationMs: took() });
+        },
+      };
+      if (deadline.expired) {
+        settle({ ok: false, error: describe(new TimeoutError(), timeoutMs), durationMs: took() });
+        return;
+      }
+      poolFor(target, addresses).dispatch({
+        path: target.path, method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json', 'content-length': String(bytes.length), 'user-agent': userAgent },
         body: bytes,
-        signal,
-      });
-    } catch (err) {
-      return { ok: false, error: describe(signal.aborted ? new TimeoutError() : err, timeoutMs), durationMs: took() };
-    }
-    const status = res.statusCode;
-    const responseText = await readText(res.body, opts.responseTextLimit);
-    if (status >= 200 && status < 300) return { ok: true, status, responseText, durationMs: took() };
-    if (status >= 300 && status < 400) {
-      const where = res.headers.location;
-      const location = where ? ` to ${Array.isArray(where) ? where[0] : where}` : '';
-      return { ok: false, status, responseText, error: `redirect not followed (HTTP ${status}${location})`, durationMs: took() };
-    }
-    return { ok: false, status, responseText, error: `receiver answered ${status}`, durationMs: took() };
+      }, handler);
+    });
   }
 
   return {
@@ -252,55 +296,52 @@ export function createEndpointClient(opts: EndpointClientOptions): EndpointClien
     async post(target, body, headers, callOpts = {}) {
       const timeoutMs = Math.max(1, callOpts.timeoutMs ?? opts.timeoutMs);
       const started = performance.now();
-      const controller = new AbortController();
-      const timer = setTimeout(() => controller.abort(), timeoutMs);
+      const deadline = new Deadline(timeoutMs);
       try {
         // A lookup already answered is checked at once; one under way is waited for within the time limit.
         const answer = answeredAddressesOf(target);
-        const addresses = answer ? checked(target, answer) : await withSignal(vetted(target), controller.signal);
-        return await send(target, addresses, Buffer.from(body, 'utf8'), headers, { signal: controller.signal, started, timeoutMs });
+        const addresses = answer ? checked(target, answer) : await deadline.race(vetted(target));
+        return await send(target, addresses, Buffer.from(body, 'utf8'), headers, { started, timeoutMs, deadline });
       } catch (err) {
         return { ok: false, error: describe(err, timeoutMs), durationMs: Math.round(performance.now() - started) };
       } finally {
-        clearTimeout(timer);
+        deadline.clear();
       }
     },
   };
 }
 
 /**
- * The response text, up to `limit` bytes: reading stops there (an endless body is not read to its end) and a body cut
- * short or timed out leaves what arrived, as the status alone judges the answer. Listeners, not an async iterator:
- * one promise per response instead of one per chunk.
+ * An attempt's time limit, DNS included: one timer, whose expiry rejects what `race` waits on (the lookup) or calls
+ * `onExpiry` (the post in flight).
  */
-export function readText(body: Readable, limit: number): Promise<string> {
-  return new Promise((resolve) => {
-    // Over before it was read (nothing here reads it first, but a listener would then wait forever).
-    if (body.destroyed || body.readableEnded) {
-      resolve('');
-      return;
-    }
-    const chunks: Buffer[] = [];
-    let kept = 0;
-    let done = false;
-    const finish = (): void => {
-      if (done) return;
-      done = true;
-      body.off('data', onData);
-      if (!body.readableEnded) body.destroy();
-      resolve(Buffer.concat(chunks).toString('utf8'));
-    };
-    const onData = (chunk: Buffer): void => {
-      const part = chunk.subarray(0, limit - kept);
-      chunks.push(part);
-      kept += part.length;
-      if (kept >= limit) finish();
-    };
-    body.on('data', onData);
-    body.once('end', finish);
-    body.once('error', finish);
-    body.once('close', finish);
-  });
+class Deadline {
+  expired = false;
+  onExpiry: (() => void) | undefined;
+  private readonly timer: NodeJS.Timeout;
+  private rejectWait: ((err: Error) => void) | undefined;
+
+  constructor(ms: number) {
+    this.timer = setTimeout(() => {
+      this.expired = true;
+      this.rejectWait?.(new TimeoutError());
+      this.onExpiry?.();
+    }, ms);
+  }
+
+  race<T>(p: Promise<T>): Promise<T> {
+    if (this.expired) return Promise.reject(new TimeoutError());
+    return new Promise<T>((resolve, reject) => {
+      this.rejectWait = reject;
+      p.then(resolve, reject).finally(() => {
+        this.rejectWait = undefined;
+      });
+    });
+  }
+
+  clear(): void {
+    clearTimeout(this.timer);
+  }
 }
 
 function withSignal<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
