@@ -234,7 +234,9 @@ export function createEndpointClient(opts: EndpointClientOptions): EndpointClien
       };
       deadline.onExpiry = () => {
         controller?.abort(new TimeoutError());
-        settle({ ok: false, error: describe(new TimeoutError(), timeoutMs), durationMs: took() });
+        // An answer whose status came in time is judged by it, with the text that arrived; none is a time-out.
+        if (status > 0) answered();
+        else settle({ ok: false, error: describe(new TimeoutError(), timeoutMs), durationMs: took() });
       };
       const handler: Dispatcher.DispatchHandler = {
         onRequestStart(c) {

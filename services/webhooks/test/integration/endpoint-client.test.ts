@@ -45,6 +45,10 @@ beforeAll(async () => {
         res.writeHead(500, { 'content-type': 'text/plain' });
         res.write('partial ');
         setTimeout(() => req.socket.destroy(), 20);
+      } else if (path === '/slow-body') {
+        // The status and a first part at once, the rest never.
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        res.write('accepted, ');
       } else if (path === '/silent') {
         // Never answers: the attempt's time limit ends it.
       } else if (path === '/drop') {
@@ -113,6 +117,12 @@ describe('endpoint client posts', () => {
     expect(Date.now() - started).toBeLessThan(2_000);
     // The aborted post left the pool usable.
     expect(await post('/ok')).toMatchObject({ ok: true, status: 200 });
+  });
+
+  it('an answer whose status came in time but whose text never ends is judged by the status at the time limit', async () => {
+    const started = Date.now();
+    expect(await post('/slow-body', { timeoutMs: 300 })).toMatchObject({ ok: true, status: 200, responseText: 'accepted, ' });
+    expect(Date.now() - started).toBeLessThan(2_000);
   });
 
   it('posts after a time-out, a cut answer and a dropped connection still succeed, several at once', async () => {
