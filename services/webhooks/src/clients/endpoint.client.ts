@@ -212,6 +212,7 @@ export function createEndpointClient(opts: EndpointClientOptions): EndpointClien
   ): Promise<AttemptResult> {
     const { started, timeoutMs, deadline } = limits;
     const took = () => Math.round(performance.now() - started);
+    const timedOut = (): AttemptResult => ({ ok: false, error: describe(new TimeoutError(), timeoutMs), durationMs: took() });
     return new Promise<AttemptResult>((resolve) => {
       let controller: Dispatcher.DispatchController | undefined;
       let status = 0;
@@ -236,7 +237,7 @@ export function createEndpointClient(opts: EndpointClientOptions): EndpointClien
         controller?.abort(new TimeoutError());
         // An answer whose status came in time is judged by it, with the text that arrived; none is a time-out.
         if (status > 0) answered();
-        else settle({ ok: false, error: describe(new TimeoutError(), timeoutMs), durationMs: took() });
+        else settle(timedOut());
       };
       const handler: Dispatcher.DispatchHandler = {
         onRequestStart(c) {
@@ -270,7 +271,7 @@ export function createEndpointClient(opts: EndpointClientOptions): EndpointClien
         },
       };
       if (deadline.expired) {
-        settle({ ok: false, error: describe(new TimeoutError(), timeoutMs), durationMs: took() });
+        settle(timedOut());
         return;
       }
       poolFor(target, addresses).dispatch({
@@ -346,17 +347,7 @@ class Deadline {
   }
 }
 
-function withSignal<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(new TimeoutError());
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(new TimeoutError());
-    signal.addEventListener('abort', onAbort, { once: true });
-    p.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
-  });
-}
-
 function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(), ms);
-  return withSignal(p, controller.signal).finally(() => clearTimeout(timer));
+  const deadline = new Deadline(ms);
+  return deadline.race(p).finally(() => deadline.clear());
 }
