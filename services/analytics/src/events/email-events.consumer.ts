@@ -57,10 +57,11 @@ export const EMAIL_EVENTS_IN_FLIGHT = 2;
 
 /**
  * How long a batch's first event waits for others: a batch costs about five writes whatever its size (marks,
- * rollups, settlements, pulls, feed), so at a steady trickle a batch of what 50 ms bring costs the store far less than
- * one of what arrived during the last batch's writes. Counters and the feed trail by at most this much more.
+ * rollups, settlements, pulls, feed), so at a steady trickle a batch of what 250 ms bring costs the store far less than
+ * one of what arrived during the last batch's writes, or of what 50 ms bring (at 70 sends a second, about ten events).
+ * Counters and the feed trail by at most this much more, well inside the two seconds a counter may lag.
  */
-export const EMAIL_EVENTS_LINGER_MS = 50;
+export const EMAIL_EVENTS_LINGER_MS = 250;
 
 export function createEmailEventsConsumer(opts: EmailEventsDeps & { nats: NatsHandle; logger: Logger; metrics?: ServiceMetrics }): DurableConsumer {
   return createBatchConsumer({

@@ -35,8 +35,8 @@ export function createCountersConsumer(deps: CountersConsumerDeps): DurableConsu
     // Two batches at once: one writes its marks while the other writes the campaigns. Counting stays exact, as two
     // batches claiming one mark are told apart by its unique insert, exactly as two replicas are.
     maxInFlight: 2,
-    // A batch costs a few writes whatever its size: gather what 50 ms bring (the counters trail by that much more).
-    lingerMs: 50,
+    // A batch costs a few writes whatever its size: gather what 250 ms bring (the counters trail by that much more).
+    lingerMs: 250,
     handler: async (batch) => {
       const at = now();
       const inputs = batch.flatMap(({ event }) => counterEffectsOf(event).map((effect) => ({
