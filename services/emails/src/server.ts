@@ -103,7 +103,7 @@ export async function createEmailsServer(deps: { config: EmailsConfig; infra: Se
   const accept = createAcceptor({
     emails, queue, templates, idempotency, identities, suppressions, quota: upstreams.quota,
     maxAttachmentsBytes: config.maxAttachmentsBytes, idempotencyTtlMs: config.idempotencyTtlMs, idempotencyTakeoverMs: config.idempotencyTakeoverMs,
-    logger, onAccepted: () => worker.wake(), lingerMs: config.acceptLingerMs, handoff: worker.handoff,
+    logger, onQueued: () => worker.wake(), lingerMs: config.acceptLingerMs, handoff: worker.handoff,
   });
 
   const handlers = createEmailsHandlers({

@@ -33,8 +33,8 @@ export interface AcceptDeps {
    * inserted free and claimed.
    */
   readonly handoff?: SendHandoff;
-  /** After emails were stored: wake the local worker, publish the events. */
-  readonly onAccepted?: () => void;
+  /** Due emails were stored without being handed over (no hand-off, it was full, or the entry was there): the local worker scans for them. */
+  readonly onQueued?: () => void;
   /** How long the first accepted call waits for others to share its inserts. */
   readonly lingerMs?: number;
   readonly now?: () => Date;
@@ -227,6 +227,7 @@ export function createAcceptor(deps: AcceptDeps) {
       // retry's insert, sends them, rather than waiting out the lease.
       place?.settle(written ? inserted : [], written ? [] : inserted.map((e) => e.emailId));
     }
+    if (due.length > inserted.length) deps.onQueued?.();
   }
 
   /**
@@ -345,7 +346,6 @@ export function createAcceptor(deps: AcceptDeps) {
         docs,
       });
       if (claim) await deps.idempotency.complete(claim.id, claim.owner, ids);
-      deps.onAccepted?.();
       return { emailIds: ids, replayed: false };
     } catch (err) {
       if (claim && !writing) await deps.idempotency.release(claim.id, claim.owner).catch((e: unknown) => deps.logger.warn({ err: e }, 'could not release an idempotency claim'));

@@ -69,7 +69,7 @@ export interface SendWorker {
   start(): void;
   /** Where this process's accepts hand their due emails over, already leased to this worker (no claim). */
   readonly handoff: SendHandoff;
-  /** Wakes the idle claim loop: something was queued here. */
+  /** Something due was queued here without a hand-off (or came due): a loop scans the queue at once. */
   wake(): void;
   /** Stops claiming and waits for every send in flight to be recorded. */
   stop(): Promise<void>;
@@ -162,6 +162,8 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
   const givingBack = new Set<Promise<void>>();
   /** When a loop last scanned the queue. */
   let lastScanAt = 0;
+  /** Due entries may wait in the queue unleased (wake(), or a scan that took all it asked for): scan without waiting. */
+  let scanWanted = true;
 
   /** Gives back entries held by `claimId` (the hand-off's own by default; a claim's surplus has its own). */
   function giveBackHeld(ids: readonly string[], claimId = handoffClaimId): void {
@@ -544,6 +546,14 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
     while (!stopping) {
       let entries: QueueEntry[] = Date.now() - lastScanAt < busyPollMs ? takeHandedOver() : [];
       if (entries.length === 0) {
+        // With the hand-off empty and a scan just made that found what was there, nothing new is known to wait
+        // unleased (a hand-off, wake() or a full scan says so): the queue is scanned at the idle poll's pace.
+        const sinceScan = Date.now() - lastScanAt;
+        if (!scanWanted && sinceScan < opts.pollMs) {
+          await sleep(opts.pollMs - sinceScan);
+          continue;
+        }
+        scanWanted = false;
         lastScanAt = Date.now();
         try {
           // A scan costs the same whatever it takes (FerretDB v1 decodes the whole queue): it also fills the room
@@ -557,6 +567,7 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
           } finally {
             reserved -= room;
           }
+          if (claimed.length === batchSize + room) scanWanted = true;
           entries = claimed.slice(0, batchSize);
           const surplus = claimed.slice(batchSize);
           if (stopping) giveBackWaiting(surplus);
@@ -590,7 +601,10 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
       loops = Array.from({ length: BATCHES_IN_FLIGHT }, (_, i) => loop(i));
       handoffTimer = setInterval(extendWaiting, heartbeatMs());
     },
-    wake: wakeAll,
+    wake() {
+      scanWanted = true;
+      wakeAll();
+    },
     async stop() {
       stopping = true;
       wakeAll();

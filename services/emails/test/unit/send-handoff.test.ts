@@ -71,3 +71,52 @@ describe('the local hand-off of accepted emails', () => {
     expect(w.handoff.reserve(5, new Date()).count).toBe(0);
   });
 });
+
+describe('scans of the queue beside the hand-off', () => {
+  /** A queue whose scans find nothing, counted; batches of handed-over emails fail at once (no emails repository). */
+  function scanCounter() {
+    const scans: number[] = [];
+    const queue = {
+      async claimMany() {
+        scans.push(Date.now());
+        return [];
+      },
+      async giveBack() {},
+      async extendLeases() {},
+    } as unknown as SendQueueRepository;
+    return { queue, scans };
+  }
+  const tick = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  it('a batch handed over right after a scan does not end in another scan; wake() and the poll interval do', async () => {
+    const { queue, scans } = scanCounter();
+    const w = createSendWorker({
+      queue, handoffMax: 10, logger,
+      emails: {} as never, identities: {} as never, suppressions: {} as never, relay: {} as never, classify: () => ({}) as never,
+      concurrency: 1, pollMs: 1_500, leaseMs: 10_000, minLeaseLeftMs: 1_000, maxAttempts: 3, retryBaseMs: 10, retryMaxMs: 10,
+      verpSecret: 'x', bounceDomain: 'b.test', tracking: { publicUrl: 'https://t.test', key: 'k' },
+    });
+    w.start();
+    try {
+      await tick(50);
+      expect(scans).toHaveLength(1); // the first pass scans: nothing is known about the queue yet
+      // A trickle of single sends: each is handed over, sent (here: failed at once), and the loop finds the
+      // hand-off empty again. The last scan was a moment ago, so nothing new is known to wait unleased.
+      for (let i = 0; i < 3; i++) {
+        w.handoff.reserve(1, new Date()).settle(entries(`em_${i}`));
+        await tick(30);
+      }
+      expect(scans).toHaveLength(1);
+      // An accept that could not hand its entries over (or an email made due now) asks for a scan at once.
+      w.wake();
+      await tick(50);
+      expect(scans).toHaveLength(2);
+      // Without either, the queue is still scanned once the poll interval has passed since the last scan.
+      for (let waited = 0; scans.length < 3 && waited < 10_000; waited += 50) await tick(50);
+      expect(scans.length).toBeGreaterThanOrEqual(3);
+      expect(scans[2]! - scans[1]!).toBeGreaterThanOrEqual(1_450);
+    } finally {
+      await w.stop();
+    }
+  });
+});
