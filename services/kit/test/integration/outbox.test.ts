@@ -230,6 +230,54 @@ describe('outbox relay kicked with the ids a writer wrote', () => {
   });
 });
 
+describe('outbox relay: the scans of the interval', () => {
+  let client: MongoClient;
+  let col: Collection<Document>;
+  /** Every scan for waiting entries, as the client saw it: when it started and how long the server took. */
+  const scans: { at: number; ms: number }[] = [];
+  const started = new Map<number, number>();
+  beforeAll(async () => {
+    client = await new MongoClient(testMongoUrl(), { monitorCommands: true }).connect();
+    client.on('commandStarted', (e: CommandStartedEvent) => {
+      if (e.commandName === 'find' && e.command['find'] === 'spaced' && !('_id' in (e.command['filter'] as Document))) started.set(e.requestId, Date.now());
+    });
+    client.on('commandSucceeded', (e: CommandSucceededEvent) => {
+      const at = started.get(e.requestId);
+      if (at === undefined) return;
+      started.delete(e.requestId);
+      scans.push({ at, ms: e.duration });
+    });
+    col = client.db(dbName).collection('spaced');
+    // Enough documents that a scan takes a few milliseconds: longer than a hundredth of a 20 ms interval.
+    await col.insertMany(Array.from({ length: 150 }, (_, n) => ({ n, text: 'x'.repeat(500) })));
+  });
+  afterAll(async () => client?.close());
+
+  it('are spaced by a hundred times what the last one took when that is longer than the interval; a kick scans at once', async () => {
+    const relay = createOutboxRelay({ nats, collections: [col], logger, intervalMs: 20 });
+    try {
+      relay.start();
+      const startedAt = Date.now();
+      await expect.poll(() => scans.length, { timeout: 20_000, interval: 50 }).toBeGreaterThanOrEqual(3);
+      const timed = [...scans];
+      const elapsed = Date.now() - startedAt;
+      // The relay times the whole read, at least what the server took: the next scan waits a hundred times that.
+      for (let i = 1; i < timed.length; i++) {
+        expect(timed[i]!.at - timed[i - 1]!.at).toBeGreaterThanOrEqual(Math.max(20, 100 * timed[i - 1]!.ms) - 5);
+      }
+      // At the interval alone they would have run every 20 ms.
+      expect(timed.length).toBeLessThan(elapsed / 20 / 2);
+      const before = scans.length;
+      const kickedAt = Date.now();
+      relay.kick();
+      await expect.poll(() => scans.length, { timeout: 5_000 }).toBeGreaterThan(before);
+      expect(scans[before]!.at - kickedAt).toBeLessThan(1_000);
+    } finally {
+      await relay.stop();
+    }
+  });
+});
+
 describe('durable consumer', () => {
   it('redelivers after a transient failure and terminates poison events', async () => {
     const type = uniqueType();
