@@ -3,6 +3,7 @@ package metadata
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"math/rand"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	sqlite "modernc.org/sqlite"
 
 	"github.com/FerretDB/FerretDB/internal/backends"
 	"github.com/FerretDB/FerretDB/internal/handler/sjson"
@@ -87,6 +89,33 @@ func TestIDFunctionMatchesArrowOnStoredDocuments(t *testing.T) {
 			sameAsArrow(t, db, string(must.NotFail(sjson.Marshal(d))))
 		}
 	}
+}
+
+// A SQL function's text argument is read with the length SQLite reports (patches.json, modernc's functionArgs):
+// every byte arrives, multibyte characters and long documents included, and nothing after the text.
+func TestIDFunctionTextArgumentArrivesWhole(t *testing.T) {
+	sqlite.MustRegisterDeterministicScalarFunction("ferretdb_test_echo", 1, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		s, ok := args[0].(string)
+		if !ok {
+			return nil, fmt.Errorf("not text: %T", args[0])
+		}
+
+		return fmt.Sprintf("%d:%s", len(s), s), nil
+	})
+
+	db := memoryDB(t)
+	long := strings.Repeat(`{"é ü 漢字 🙂":"\u0000 \" x"},`, 400)
+
+	for _, text := range []string{"", "a", "é", "漢字🙂", long, long[:len(long)-1]} {
+		var got string
+		require.NoError(t, db.QueryRow(`SELECT ferretdb_test_echo(?)`, text).Scan(&got))
+		require.Equal(t, fmt.Sprintf("%d:%s", len(text), text), got)
+	}
+
+	// Text SQLite made itself (substr), not bound by the caller.
+	var got string
+	require.NoError(t, db.QueryRow(`SELECT ferretdb_test_echo(substr(?, 2, 3))`, "x漢字🙂y").Scan(&got))
+	require.Equal(t, "10:漢字🙂", got)
 }
 
 func TestIDFunctionMatchesArrowOnOtherTexts(t *testing.T) {
