@@ -62,7 +62,8 @@ export interface MailboxSimulatorOptions {
   reportTimeoutMs?: number;
   /**
    * SMTP connections to the report target, each kept open and reused report after report; default 32.
-   * A connection carries one report at a time, so this is how many the listener can apply together:
+   * A connection carries two reports at a time: the second's commands leave with the first's message when
+   * the target pipelines, else it waits its turn. That is how many the listener can apply together:
    * the emails service group-commits the reports that arrive at once, and with a few connections its
    * commits held a few reports each, the reports fell behind the mail (24 s behind after 1,900 mails in
    * the drill) and outlived the send lease they must beat to stop a resend after a crash.
@@ -503,12 +504,13 @@ function createMailboxSimulator(opts: MailboxSimulatorOptions, emit: (event: Sim
   /** Jobs accepted and not finished (queued, in flight, or waiting for a retry). */
   let pending = 0;
   const waitingForRoom: Array<() => void> = [];
-  /** One slot per connection: the connection (kept open between reports) and whether it is busy. */
-  const slots: Array<SmtpConnection | undefined> = Array.from({ length: connections }, () => undefined);
+  /** The connections, kept open between reports (each opening or open); two slots share each. */
+  const links: Array<Promise<SmtpConnection> | undefined> = Array.from({ length: connections }, () => undefined);
+  const everyLink = (use: (connection: SmtpConnection) => void): void => {
+    for (const link of links) void link?.then(use, () => undefined);
+  };
   // Closing: whatever a connection is waiting for will not come.
-  abort.signal.addEventListener('abort', () => {
-    for (const connection of slots) connection?.destroy();
-  }, { once: true });
+  abort.signal.addEventListener('abort', () => everyLink((connection) => connection.destroy()), { once: true });
   const open = async (): Promise<SmtpConnection> => {
     if (!target) throw new Error('no report target');
     if (abort.signal.aborted) throw new Error('smtp sink closing');
@@ -519,7 +521,31 @@ function createMailboxSimulator(opts: MailboxSimulatorOptions, emit: (event: Sim
   // One report, from the null sender: the listener's final reply.
   const hand = async (connection: SmtpConnection, to: string, data: string): Promise<string> =>
     (await connection.transaction({ envelopeFrom: '', recipients: [to], raw: Buffer.from(data) })).response;
-  const idle = slots.map((_, i) => i);
+  /** Slots (a report each at a time) not at work; slot `s` sends on connection `s >> 1`. */
+  const idle = Array.from({ length: 2 * connections }, (_, i) => i);
+
+  /**
+   * The slot's connection, opened when there is none or when the one there is unusable or is `stale` (it failed
+   * the slot); `reused` when it was there before. The two slots of a connection open it once between them.
+   */
+  const connectionOf = async (slot: number, stale?: SmtpConnection): Promise<{ connection: SmtpConnection; reused: boolean }> => {
+    const index = slot >> 1;
+    const link = links[index];
+    if (link) {
+      const connection = await link.catch(() => undefined);
+      if (links[index] !== link) return connectionOf(slot, stale);
+      if (connection && connection !== stale && connection.usable) return { connection, reused: true };
+      connection?.close();
+    }
+    const opening = open();
+    links[index] = opening;
+    try {
+      return { connection: await opening, reused: false };
+    } catch (error) {
+      if (links[index] === opening) links[index] = undefined;
+      throw error;
+    }
+  };
 
   const takeDue = (): ReportJob | undefined => {
     const retry = retries.shift();
@@ -553,21 +579,12 @@ function createMailboxSimulator(opts: MailboxSimulatorOptions, emit: (event: Sim
 
   /** Sends on the slot's connection; a reused one the listener has dropped meanwhile is replaced once. */
   const sendOn = async (slot: number, to: string, data: string): Promise<string> => {
-    let connection = slots[slot];
-    const reused = connection !== undefined && connection.usable;
-    if (!connection || !reused) {
-      connection?.close();
-      connection = await open();
-      slots[slot] = connection;
-    }
+    const { connection, reused } = await connectionOf(slot);
     try {
       return await hand(connection, to, data);
     } catch (error) {
       if (!reused || !(error instanceof SmtpConnectionError) || abort.signal.aborted) throw error;
-      connection.close();
-      connection = await open();
-      slots[slot] = connection;
-      return await hand(connection, to, data);
+      return await hand((await connectionOf(slot, connection)).connection, to, data);
     }
   };
 
@@ -667,7 +684,7 @@ function createMailboxSimulator(opts: MailboxSimulatorOptions, emit: (event: Sim
       if (wake) clearTimeout(wake);
       for (const timer of timers) clearTimeout(timer);
       timers.clear();
-      for (const connection of slots) connection?.close();
+      everyLink((connection) => connection.close());
       // Whoever waits for room gets an answer: their messages are stored.
       for (const resolve of waitingForRoom.splice(0)) resolve();
     },

@@ -107,6 +107,12 @@ function stuffed(raw: Buffer): Buffer {
  * plain connection, authenticated when the URL names a user. Nagle is off; with PIPELINING (RFC 2920) a
  * transaction is two writes and two round trips (MAIL, RCPT and DATA together, then the message), without it
  * one round trip per command.
+ *
+ * With PIPELINING a second transaction may be handed over while the first waits for its final reply: its MAIL,
+ * RCPT and DATA leave in the same write as the first one's message (RFC 2920 3.1 lets the message content head a
+ * group of commands), and the relay answers the first's message and the second's commands in one read. At a
+ * steady stream that is one write and one read a message on each side instead of two. Replies come back in the
+ * order the commands went, which is the order the transactions wait for them in.
  */
 export class SmtpConnection {
   private socket: net.Socket;
@@ -117,8 +123,14 @@ export class SmtpConnection {
   private readonly waiting: Array<{ resolve: (r: Reply) => void; reject: (e: Error) => void }> = [];
   private failure: Error | undefined;
   private closing = false;
-  /** An exchange is under way (replies are awaited). */
-  private exchanging = false;
+  /** Exchanges under way (replies are awaited). */
+  private exchanges = 0;
+  /** Transactions handed over and not finished. */
+  private active = 0;
+  /** Resolves when the next transaction may write its commands: the last one's message is written, or it is over. */
+  private turn: Promise<void> = Promise.resolve();
+  /** close() was asked for while transactions were under way: it happens when the last one ends. */
+  private closeWhenDone = false;
   private extensions = new Set<string>();
   private authMechanisms = new Set<string>();
   /** Transactions this connection carried (successful or not). */
@@ -166,7 +178,17 @@ export class SmtpConnection {
 
   /** False once the connection failed or is closing: open another. */
   get usable(): boolean {
-    return this.failure === undefined && !this.closing;
+    return this.failure === undefined && !this.closing && !this.closeWhenDone;
+  }
+
+  /** Transactions handed over and not finished (a second one waits for the first's message to be written). */
+  get load(): number {
+    return this.active;
+  }
+
+  /** The relay takes pipelined commands: a second transaction can be handed over while one is under way. */
+  get pipelining(): boolean {
+    return this.extensions.has('PIPELINING');
   }
 
   /**
@@ -175,6 +197,27 @@ export class SmtpConnection {
    */
   async transaction(message: SmtpEnvelopeMessage): Promise<SmtpTransactionResult> {
     this.messages += 1;
+    this.active += 1;
+    const before = this.turn;
+    let handOn!: () => void;
+    this.turn = new Promise<void>((resolve) => {
+      handOn = resolve;
+    });
+    try {
+      await before;
+      return await this.exchange(message, handOn);
+    } finally {
+      handOn();
+      this.active -= 1;
+      if (this.active === 0 && this.closeWhenDone) {
+        this.closeWhenDone = false;
+        this.close();
+      }
+    }
+  }
+
+  /** The exchange of one transaction; `handOn` lets the next one write its commands. */
+  private exchange(message: SmtpEnvelopeMessage, handOn: () => void): Promise<SmtpTransactionResult> {
     return this.step(async () => {
       const addresses = [message.envelopeFrom, ...message.recipients];
       const mailArgs: string[] = [];
@@ -234,9 +277,13 @@ export class SmtpConnection {
       this.socket.cork();
       for (const part of dataOf(message.raw)) this.socket.write(part);
       process.nextTick(() => this.socket.uncork());
+      // The final reply is waited for before the next transaction's first one; a transaction waiting for its
+      // turn resumes before the uncork above, so its commands join this write.
+      const finalReply = this.next();
+      if (this.pipelining) handOn();
       let final: Reply;
       try {
-        final = await this.next();
+        final = await finalReply;
       } catch (error) {
         if (error instanceof SmtpConnectionError) error.beforeData = false;
         throw error;
@@ -246,9 +293,13 @@ export class SmtpConnection {
     });
   }
 
-  /** Ends the session politely (QUIT) when it is healthy; the socket goes in any case. */
+  /** Ends the session politely (QUIT) when it is healthy, once the transactions under way are over; the socket goes in any case. */
   close(): void {
     if (this.closing) return;
+    if (this.active > 0 && this.failure === undefined) {
+      this.closeWhenDone = true;
+      return;
+    }
     this.closing = true;
     clearTimeout(this.idleTimer);
     if (this.failure === undefined) this.socket.end('QUIT\r\n');
@@ -291,7 +342,7 @@ export class SmtpConnection {
         this.lines = [];
         const w = this.waiting.shift();
         if (w) w.resolve(reply);
-        else if (this.exchanging) this.replies.push(reply);
+        else if (this.exchanges > 0) this.replies.push(reply);
         // Unasked, between transactions: the relay is closing the connection (421, or the answer to QUIT).
         else this.fail(new SmtpConnectionError(`SMTP relay ${this.label} closed the connection: ${reply.text}`));
       }
@@ -305,20 +356,29 @@ export class SmtpConnection {
   private fail(error: Error): void {
     this.failure ??= error;
     clearTimeout(this.idleTimer);
-    for (const w of this.waiting.splice(0)) w.reject(this.failure);
+    for (const w of this.waiting.splice(0)) w.reject(this.failed());
     this.socket.destroy();
+  }
+
+  /**
+   * The failure, as an error of its own for each transaction that meets it: one that had written its message
+   * marks its error (`beforeData`), and a pipelined one behind it, which had not, must not share that mark.
+   */
+  private failed(): Error {
+    const failure = this.failure as Error;
+    return failure instanceof SmtpConnectionError ? new SmtpConnectionError(failure.message) : failure;
   }
 
   /** Runs one exchange under the deadline; an idle connection has none (the relay may close it). */
   private async step<T>(run: () => Promise<T>): Promise<T> {
-    if (this.failure) throw this.failure;
+    if (this.failure) throw this.failed();
     this.socket.setTimeout(this.timeoutMs);
-    this.exchanging = true;
+    this.exchanges += 1;
     try {
       return await run();
     } finally {
-      this.exchanging = false;
-      this.socket.setTimeout(0);
+      this.exchanges -= 1;
+      if (this.exchanges === 0) this.socket.setTimeout(0);
     }
   }
 
@@ -389,7 +449,7 @@ export class SmtpConnection {
   private next(): Promise<Reply> {
     const queued = this.replies.shift();
     if (queued) return Promise.resolve(queued);
-    if (this.failure) return Promise.reject(this.failure);
+    if (this.failure) return Promise.reject(this.failed());
     return new Promise((resolve, reject) => this.waiting.push({ resolve, reject }));
   }
 

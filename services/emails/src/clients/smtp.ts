@@ -20,7 +20,10 @@ export interface SmtpRelay {
 export interface SmtpRelayOptions {
   /** `smtp://[user:pass@]host[:port]` (STARTTLS when offered) or `smtps://` (implicit TLS). */
   readonly url: string;
-  /** Connections kept open to the relay; each carries one transaction at a time. */
+  /**
+   * Connections kept open to the relay. Each carries one transaction at a time, or two with a relay that
+   * pipelines once every connection is busy: the second's commands leave with the first's message.
+   */
   readonly poolSize: number;
   /** Bounds the connect, the greeting and every wait for a reply. */
   readonly timeoutMs: number;
@@ -34,8 +37,8 @@ export interface SmtpRelayOptions {
 }
 
 /**
- * A pool of SMTP connections to SMTP_URL. Each send takes a free connection (or waits for one), opening it
- * when there is none; a connection carries at most `maxMessagesPerConnection` messages and is closed after
+ * A pool of SMTP connections to SMTP_URL. Each send takes a free connection, opening it when there is none, or
+ * shares a busy one with a relay that pipelines (see `poolSize`), or waits for one; a connection carries at most `maxMessagesPerConnection` messages and is closed after
  * `idleMs` unused. Delivery status notifications are requested for success, failure and delay where the relay
  * supports DSN (RFC 3461), so reports come back to the VERP address and tell what happened downstream.
  *
@@ -54,44 +57,69 @@ export function createSmtpRelay(opts: SmtpRelayOptions): SmtpRelay {
   const idleMs = opts.idleMs ?? 30_000;
   const size = Math.max(1, opts.poolSize);
 
-  const idle: SmtpConnection[] = [];
-  let inUse = 0;
+  /** Open connections: the transactions each carries or is about to (`load`), and all it was handed (`handed`). */
+  const pool = new Map<SmtpConnection, { load: number; handed: number }>();
+  let opening = 0;
   const waiters: Array<() => void> = [];
   let closed = false;
 
   const open = () => SmtpConnection.open({ host, port, secure, timeoutMs: opts.timeoutMs, name, auth, tls: opts.tls });
 
-  /** A usable idle connection, or a new one; waits while every connection is busy. */
+  function take(connection: SmtpConnection): SmtpConnection {
+    clearTimeout(connection.idleTimer);
+    const use = pool.get(connection) ?? { load: 0, handed: 0 };
+    pool.set(connection, { load: use.load + 1, handed: use.handed + 1 });
+    return connection;
+  }
+
+  /**
+   * A connection for one transaction: an unused one, else a new one while there are fewer than the pool's size,
+   * else one whose relay pipelines and that carries a single transaction (the next one's commands then leave
+   * with that one's message); waits while there is none.
+   */
   async function acquire(): Promise<SmtpConnection> {
-    while (inUse >= size) await new Promise<void>((resolve) => waiters.push(resolve));
-    inUse += 1;
-    let connection: SmtpConnection | undefined;
-    while ((connection = idle.pop()) !== undefined) {
-      clearTimeout(connection.idleTimer);
-      if (connection.usable) return connection;
-    }
-    try {
-      return await open();
-    } catch (error) {
-      release(undefined);
-      throw error;
+    for (;;) {
+      if (closed) throw new SmtpConnectionError('SMTP relay closed');
+      let shared: SmtpConnection | undefined;
+      for (const [connection, { load, handed }] of pool) {
+        if (!connection.usable || handed >= maxMessages) continue;
+        if (load === 0) return take(connection);
+        if (load === 1 && connection.pipelining) shared ??= connection;
+      }
+      if (pool.size + opening < size) {
+        opening += 1;
+        try {
+          const connection = await open();
+          pool.set(connection, { load: 0, handed: 0 });
+          return take(connection);
+        } finally {
+          opening -= 1;
+          // A waiter may share the new connection, or take the room a failed open leaves.
+          waiters.shift()?.();
+        }
+      }
+      if (shared) return take(shared);
+      await new Promise<void>((resolve) => waiters.push(resolve));
     }
   }
 
-  function release(connection: SmtpConnection | undefined): void {
-    if (connection) {
-      if (closed || !connection.usable || connection.messages >= maxMessages) connection.close();
-      else {
+  function release(connection: SmtpConnection): void {
+    const use = pool.get(connection) ?? { load: 1, handed: maxMessages };
+    const load = use.load - 1;
+    pool.set(connection, { load, handed: use.handed });
+    if (load === 0) {
+      if (closed || !connection.usable || use.handed >= maxMessages) {
+        pool.delete(connection);
+        connection.close();
+      } else {
         connection.idleTimer = setTimeout(() => {
-          const i = idle.indexOf(connection);
-          if (i >= 0) idle.splice(i, 1);
+          if (pool.get(connection)?.load !== 0) return;
+          pool.delete(connection);
           connection.close();
         }, idleMs);
         connection.idleTimer.unref();
-        idle.push(connection);
       }
     }
-    inUse -= 1;
     waiters.shift()?.();
   }
 
@@ -122,7 +150,11 @@ export function createSmtpRelay(opts: SmtpRelayOptions): SmtpRelay {
     },
     close() {
       closed = true;
-      for (const connection of idle.splice(0)) connection.close();
+      for (const [connection, { load }] of pool) {
+        if (load > 0) continue;
+        pool.delete(connection);
+        connection.close();
+      }
       for (const wake of waiters.splice(0)) wake();
     },
   };

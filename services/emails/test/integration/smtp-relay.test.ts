@@ -26,7 +26,8 @@ afterEach(async () => {
 async function startServer(options: Partial<SMTPServerOptions> & {
   refuseRecipient?: (to: string) => number | undefined;
   refuseSender?: number;
-  refuseData?: number;
+  /** The code to refuse a message with, for all or for the given recipients. */
+  refuseData?: number | ((to: string[]) => number | undefined);
 } = {}): Promise<{ port: number; seen: Seen[]; connections: () => number; server: SMTPServer }> {
   const seen: Seen[] = [];
   let connections = 0;
@@ -52,6 +53,9 @@ async function startServer(options: Partial<SMTPServerOptions> & {
       const chunks: Buffer[] = [];
       stream.on('data', (c: Buffer) => chunks.push(c));
       stream.on('end', () => {
+        const to = session.envelope.rcptTo.map((r) => r.address);
+        const refused = typeof refuseData === 'function' ? refuseData(to) : refuseData;
+        if (refused) return cb(refusal(refused));
         seen.push({
           from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
           dsn: {
@@ -59,13 +63,13 @@ async function startServer(options: Partial<SMTPServerOptions> & {
             envid: session.envelope.dsn?.envid ?? null,
             notify: session.envelope.rcptTo.map((r) => (r as { dsn?: { notify?: unknown } }).dsn?.notify ?? null),
           },
-          to: session.envelope.rcptTo.map((r) => r.address),
+          to,
           data: Buffer.concat(chunks).toString('utf8'),
           secure: session.secure,
           user: session.user as string | undefined,
           connection: session.id,
         });
-        cb(refuseData ? refusal(refuseData) : null);
+        cb(null);
       });
     },
   });
@@ -73,6 +77,25 @@ async function startServer(options: Partial<SMTPServerOptions> & {
   cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
   const port = (server.server.address() as net.AddressInfo).port;
   return { port, seen, connections: () => connections, server };
+}
+
+/** A TCP proxy to `port` that keeps each chunk the client wrote, as the proxy read it. */
+async function recordingProxy(port: number): Promise<{ port: number; chunks: string[] }> {
+  const chunks: string[] = [];
+  const proxy = net.createServer((client) => {
+    const upstream = net.connect(port, '127.0.0.1');
+    client.on('data', (c: Buffer) => {
+      chunks.push(c.toString('latin1'));
+      upstream.write(c);
+    });
+    upstream.pipe(client);
+    client.on('error', () => upstream.destroy());
+    upstream.on('error', () => client.destroy());
+    client.on('close', () => upstream.end());
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  cleanups.push(() => new Promise<void>((resolve) => proxy.close(() => resolve())));
+  return { port: (proxy.address() as net.AddressInfo).port, chunks };
 }
 
 function relayTo(url: string, extra: Partial<Parameters<typeof createSmtpRelay>[0]> = {}): SmtpRelay {
@@ -221,6 +244,82 @@ describe('SMTP relay client', () => {
     expect(connections).toBe(2);
     expect(received).toHaveLength(2);
     expect(received[1]).toMatch(/Subject: m2/);
+  });
+
+  it('hands a busy connection the next transaction: its commands leave with the message before it, each message once in its envelope', async () => {
+    const peer = await startServer({
+      refuseRecipient: (to) => (to.startsWith('no') ? 550 : undefined),
+    });
+    const wire = await recordingProxy(peer.port);
+    const relay = relayTo(`smtp://127.0.0.1:${wire.port}`, { poolSize: 1 });
+    const sends = Array.from({ length: 8 }, (_, i) =>
+      relay.send(message(i, i === 5 ? { recipients: [`no${i}@rcpt.test`] } : {})));
+    const results = await Promise.all(sends);
+    results.forEach((r, i) => {
+      if (i === 5) expect(r).toMatchObject({ kind: 'recipients-refused', refused: [{ recipient: 'no5@rcpt.test', responseCode: 550 }] });
+      else expect(r).toMatchObject({ kind: 'accepted', accepted: [`r${i}@rcpt.test`] });
+    });
+    expect(peer.connections()).toBe(1);
+    // Each message arrived once, in its own envelope: the replies went to the transactions they answer.
+    expect(peer.seen.map((s) => s.to[0]).sort()).toEqual([0, 1, 2, 3, 4, 6, 7].map((i) => `r${i}@rcpt.test`).sort());
+    for (const s of peer.seen) expect(s.data).toBe(message(Number(s.to[0]!.slice(1, 2))).raw.toString('utf8'));
+    // The end of a message and the next transaction's commands in one write of the client.
+    expect(wire.chunks.some((c) => /\r\n\.\r\nMAIL FROM:<bounce\+\d@bounce\.test>.*\r\nRCPT TO:<[^>]+>.*\r\nDATA\r\n$/s.test(c))).toBe(true);
+  });
+
+  it('a message the relay refuses does not disturb the transaction pipelined behind it', async () => {
+    const peer = await startServer({ refuseData: (to) => (to.some((r) => r.startsWith('spam')) ? 554 : undefined) });
+    const wire = await recordingProxy(peer.port);
+    const relay = relayTo(`smtp://127.0.0.1:${wire.port}`, { poolSize: 1 });
+    const recipients = ['spam0@rcpt.test', 'r1@rcpt.test', 'spam2@rcpt.test', 'r3@rcpt.test'];
+    const results = await Promise.all(recipients.map((to, i) => relay.send(message(i, { recipients: [to] }))));
+    expect(results.map((r) => r.kind)).toEqual(['rejected', 'accepted', 'rejected', 'accepted']);
+    expect(results[0]).toMatchObject({ responseCode: 554 });
+    expect(peer.seen.map((s) => s.to[0])).toEqual(['r1@rcpt.test', 'r3@rcpt.test']);
+    expect(peer.connections()).toBe(1);
+    expect(wire.chunks.some((c) => /\r\n\.\r\nMAIL FROM:/.test(c))).toBe(true);
+  });
+
+  it('when the relay drops the connection after a message, that one is transient and the one pipelined behind it goes again', async () => {
+    // A relay that, on its first connection, closes without a word once it has the first message (with the next
+    // transaction's commands behind it).
+    let connections = 0;
+    const received: string[] = [];
+    const relayServer = net.createServer((socket) => {
+      connections += 1;
+      const first = connections === 1;
+      let inData = false;
+      let data = '';
+      socket.write('220 raw.test ESMTP\r\n');
+      socket.on('data', (chunk) => {
+        for (const line of chunk.toString('latin1').split('\r\n').slice(0, -1)) {
+          if (inData) {
+            if (line === '.') {
+              if (first) return void socket.destroy();
+              inData = false;
+              received.push(data);
+              data = '';
+              socket.write('250 queued\r\n');
+            } else data += `${line}\n`;
+          } else if (/^EHLO/i.test(line)) socket.write('250-raw.test\r\n250 PIPELINING\r\n');
+          else if (/^DATA/i.test(line)) {
+            inData = true;
+            socket.write('354 go on\r\n');
+          } else socket.write('250 ok\r\n');
+        }
+      });
+      socket.on('error', () => undefined);
+    });
+    await new Promise<void>((resolve) => relayServer.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise<void>((resolve) => relayServer.close(() => resolve())));
+    const relay = relayTo(`smtp://127.0.0.1:${(relayServer.address() as net.AddressInfo).port}`, { poolSize: 1 });
+    const [one, two] = await Promise.all([relay.send(message(1)), relay.send(message(2))]);
+    // The first may have been taken: the send queue retries it later. The second had not been written.
+    expect(one).toMatchObject({ kind: 'transient' });
+    expect(two).toMatchObject({ kind: 'accepted' });
+    expect(connections).toBe(2);
+    expect(received).toHaveLength(1);
+    expect(received[0]).toMatch(/Subject: m2/);
   });
 
   it('gives up within the timeout on a relay that never answers, and on one that is not there', async () => {
