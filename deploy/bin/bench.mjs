@@ -11,6 +11,9 @@ const usage = `usage: npm run bench -- [options]
   --event-duration S    seconds of event publishing (default 20)
   --event-warmup S      seconds of events for another team and webhook before the measured ones, so the event path's
                         code is compiled when the measure starts; its lags are printed beside it (default 10, 0: none)
+  --send-warmup S       seconds of the POST /v1/emails load before the measured one, then a wait for its emails to
+                        reach the sink, so the send path's code is compiled when the measure starts; its figures
+                        are printed beside it (default 20, 0: none)
   --smtp-messages N     messages for the sink's raw accept rate (default 20000)
   --campaign-contacts N contacts of the campaign fan-out (default 10000, at most 100000)
   --campaign-timeout S  longest wait for the campaign to reach the sink (default 3600)
@@ -36,6 +39,7 @@ const { values, integer, say } = parseCommandLine({
     'event-rate': { type: 'string', default: '500' },
     'event-duration': { type: 'string', default: '20' },
     'event-warmup': { type: 'string', default: '10' },
+    'send-warmup': { type: 'string', default: '20' },
     'smtp-messages': { type: 'string', default: '20000' },
     'campaign-contacts': { type: 'string', default: '10000' },
     'campaign-timeout': { type: 'string', default: '3600' },
@@ -54,6 +58,7 @@ const params = {
   eventRate: positive('event-rate', 5000),
   eventDurationS: positive('event-duration', 3600),
   eventWarmupS: integer('event-warmup', 0, 3600),
+  sendWarmupS: integer('send-warmup', 0, 3600),
   smtpMessages: positive('smtp-messages', 1_000_000),
   campaignContacts: positive('campaign-contacts', 100_000),
   campaignTimeoutS: positive('campaign-timeout', 86_400),
