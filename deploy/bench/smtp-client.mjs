@@ -67,3 +67,51 @@ export async function pipelinedSend({ host = '127.0.0.1', port, connections = 10
   await Promise.all(Array.from({ length: connections }, sender));
   return { accepted, failed };
 }
+
+/**
+ * A minimal SMTP server on 127.0.0.1 that answers every command (PIPELINING offered, Nagle off, as smtp-server's
+ * replies to pipelined commands go out at once), stores nothing and counts completed messages. With `replyDelayMs`
+ * every reply leaves that long after it is due, in order: a relay a round trip away. Resolves to
+ * `{port, count(), close()}`.
+ */
+export async function countingSmtpServer({ replyDelayMs = 0 } = {}) {
+  let messages = 0;
+  const server = net.createServer((socket) => {
+    socket.setNoDelay(true);
+    const reply = (text, end = false) => {
+      const send = () => {
+        if (!socket.writable) return;
+        if (end) socket.end(text);
+        else socket.write(text);
+      };
+      if (replyDelayMs > 0) setTimeout(send, replyDelayMs);
+      else send();
+    };
+    let inData = false;
+    let buf = '';
+    socket.write('220 counter\r\n');
+    socket.on('data', (chunk) => {
+      buf += chunk.toString('latin1');
+      let nl;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl).replace(/\r$/, '');
+        buf = buf.slice(nl + 1);
+        if (inData) {
+          if (line === '.') {
+            inData = false;
+            messages += 1;
+            reply('250 ok\r\n');
+          }
+        } else if (/^DATA$/i.test(line)) {
+          inData = true;
+          reply('354 go\r\n');
+        } else if (/^QUIT/i.test(line)) reply('221 bye\r\n', true);
+        else if (/^EHLO/i.test(line)) reply('250-counter\r\n250 PIPELINING\r\n');
+        else reply('250 ok\r\n');
+      }
+    });
+    socket.on('error', () => undefined);
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { port: server.address().port, count: () => messages, close: () => server.close() };
+}

@@ -2,14 +2,14 @@
 // relay that is a round trip away: how many mails a second a pool of connections carries when the wire, not the CPU,
 // is the limit (a relay in another data centre, or a provider's submission endpoint).
 //   node deploy/scripts/relay-rtt-rate.mjs [messages=3000] [--rtt MS=20] [--pool N=5] [--concurrency N=16]
-// The relay here is a minimal SMTP server in this process (PIPELINING, every command answered, nothing stored) whose
-// every reply leaves MS milliseconds after it is due, in order: a round trip of MS for each exchange. --concurrency
+// The relay here is the bench's counting SMTP server in this process (PIPELINING, every command answered, nothing
+// stored) with every reply leaving MS milliseconds after it is due, in order: a round trip of MS for each exchange. --concurrency
 // is how many sends are under way at once, as the send worker's SEND_CONCURRENCY; --pool is SMTP_POOL_SIZE.
 // Prints one JSON line. Does not touch a running platform.
-import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { createLogger } from '@mailfleet/kit';
 import { createSmtpRelay } from '../../services/emails/dist/clients/smtp.js';
+import { countingSmtpServer } from '../bench/smtp-client.mjs';
 
 const args = process.argv.slice(2);
 const option = (name, fallback) => {
@@ -21,42 +21,10 @@ const rtt = option('--rtt', 20);
 const pool = option('--pool', 5);
 const concurrency = option('--concurrency', 16);
 
-let received = 0;
-let connections = 0;
-const server = net.createServer((socket) => {
-  connections += 1;
-  socket.setNoDelay(true);
-  const reply = (text) => setTimeout(() => socket.writable && socket.write(text), rtt);
-  let inData = false;
-  let buf = '';
-  socket.write('220 relay\r\n');
-  socket.on('data', (chunk) => {
-    buf += chunk.toString('latin1');
-    let nl;
-    while ((nl = buf.indexOf('\n')) >= 0) {
-      const line = buf.slice(0, nl).replace(/\r$/, '');
-      buf = buf.slice(nl + 1);
-      if (inData) {
-        if (line === '.') {
-          inData = false;
-          received += 1;
-          reply('250 2.0.0 queued\r\n');
-        }
-      } else if (/^DATA$/i.test(line)) {
-        inData = true;
-        reply('354 go on\r\n');
-      } else if (/^QUIT/i.test(line)) setTimeout(() => socket.end('221 bye\r\n'), rtt);
-      else if (/^EHLO/i.test(line)) reply('250-relay\r\n250 PIPELINING\r\n');
-      else reply('250 ok\r\n');
-    }
-  });
-  socket.on('error', () => undefined);
-});
-await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-const { port } = server.address();
+const relayServer = await countingSmtpServer({ replyDelayMs: rtt });
 
 const relay = createSmtpRelay({
-  url: `smtp://127.0.0.1:${port}`, poolSize: pool, timeoutMs: 30_000, logger: createLogger({ service: 'relay-rtt-rate', level: 'silent' }),
+  url: `smtp://127.0.0.1:${relayServer.port}`, poolSize: pool, timeoutMs: 30_000, logger: createLogger({ service: 'relay-rtt-rate', level: 'silent' }),
 });
 const raw = Buffer.from(`From: a@sender.test\r\nTo: b@rcpt.test\r\nSubject: rate\r\n\r\n${'x'.repeat(1500)}\r\n`);
 let next = 0;
@@ -71,6 +39,7 @@ await Promise.all(Array.from({ length: concurrency }, async () => {
 }));
 const seconds = (performance.now() - started) / 1000;
 relay.close();
-server.close();
-console.log(JSON.stringify({ messages, received, failed, rttMs: rtt, pool, concurrency, connections, seconds: Number(seconds.toFixed(2)), mailsPerMinute: Math.round((messages / seconds) * 60) }));
+relayServer.close();
+const received = relayServer.count();
+console.log(JSON.stringify({ messages, received, failed, rttMs: rtt, pool, concurrency, seconds: Number(seconds.toFixed(2)), mailsPerMinute: Math.round((messages / seconds) * 60) }));
 process.exit(failed > 0 || received !== messages ? 1 : 0);

@@ -21,7 +21,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import nodemailer from 'nodemailer';
-import { pipelinedSend } from '../bench/smtp-client.mjs';
+import { countingSmtpServer, pipelinedSend } from '../bench/smtp-client.mjs';
 
 const args = process.argv.slice(2);
 const messages = Number(args.find((a) => /^\d+$/.test(a)) ?? 20000);
@@ -32,36 +32,13 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'mailfleet-sink-rate-'));
 
 // A counting report target: answers every command, counts completed DATA sections.
-let reports = 0;
-const target = net.createServer((socket) => {
-  // As the emails service's listener (smtp-server) does: replies to pipelined commands go out at once.
-  socket.setNoDelay(true);
-  let inData = false;
-  let buf = '';
-  socket.write('220 counter\r\n');
-  socket.on('data', (chunk) => {
-    buf += chunk.toString('latin1');
-    let nl;
-    while ((nl = buf.indexOf('\n')) >= 0) {
-      const line = buf.slice(0, nl).replace(/\r$/, '');
-      buf = buf.slice(nl + 1);
-      if (inData) {
-        if (line === '.') { inData = false; reports += 1; socket.write('250 ok\r\n'); }
-      } else if (/^DATA$/i.test(line)) { inData = true; socket.write('354 go\r\n'); }
-      else if (/^QUIT/i.test(line)) socket.end('221 bye\r\n');
-      else if (/^EHLO/i.test(line)) socket.write('250-counter\r\n250 PIPELINING\r\n');
-      else socket.write('250 ok\r\n');
-    }
-  });
-  socket.on('error', () => undefined);
-});
-await new Promise((resolve) => target.listen(0, '127.0.0.1', resolve));
+const target = await countingSmtpServer();
 
 const nodeArgs = (process.env['SINK_NODE_ARGS'] ?? '').split(' ').filter(Boolean);
 const child = spawn(process.execPath, [...nodeArgs, process.env['SINK_MAIN'] ?? path.join(here, '../dist/smtp-sink.main.js')], {
   env: {
     ...process.env, SMTP_SINK_PORT: '0', SMTP_SINK_DIR: dir,
-    SIMULATOR_REPORT_TARGET: `127.0.0.1:${target.address().port}`,
+    SIMULATOR_REPORT_TARGET: `127.0.0.1:${target.port}`,
   },
   stdio: ['ignore', 'pipe', 'inherit'],
 });
@@ -126,7 +103,7 @@ const cpuAtLoadEnd = await cpuMs();
 let reportsS = null;
 if (withReports) {
   const limit = Date.now() + 120_000;
-  while (reports < accepted && Date.now() < limit) await new Promise((r) => setTimeout(r, 50));
+  while (target.count() < accepted && Date.now() < limit) await new Promise((r) => setTimeout(r, 50));
   reportsS = Math.round((performance.now() - start) / 10) / 100;
 }
 const cpuAtEnd = await cpuMs();
@@ -140,5 +117,5 @@ console.log(JSON.stringify({
   messages, accepted, failed, stored, durationS: Math.round(seconds * 100) / 100, perMinute: Math.round((accepted / seconds) * 60), client: rawClient ? 'raw' : noDelay ? 'nodemailer, Nagle off' : 'nodemailer (as the bench)',
   sinkCpuUsPerMessage: Math.round(((cpuAtLoadEnd - cpuBefore) * 1000) / Math.max(1, accepted)),
   ...(withReports ? { sinkCpuUsPerMessageWithReports: Math.round(((cpuAtEnd - cpuBefore) * 1000) / Math.max(1, accepted)) } : {}),
-  ...(withReports ? { reports, reportsDoneAfterS: reportsS } : {}),
+  ...(withReports ? { reports: target.count(), reportsDoneAfterS: reportsS } : {}),
 }));

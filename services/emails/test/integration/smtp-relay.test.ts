@@ -98,6 +98,55 @@ async function recordingProxy(port: number): Promise<{ port: number; chunks: str
   return { port: (proxy.address() as net.AddressInfo).port, chunks };
 }
 
+/**
+ * A minimal relay (PIPELINING, every command answered) that keeps each message it took, and closes a connection
+ * without a word where `drop` says: at the `n`th MAIL of its `connection`th connection, or at the end of its `n`th
+ * message.
+ */
+async function startRawRelay(drop: (at: { connection: number; command: 'MAIL' | 'END'; n: number }) => boolean): Promise<{
+  port: number; received: string[]; connections: () => number;
+}> {
+  let connections = 0;
+  const received: string[] = [];
+  const server = net.createServer((socket) => {
+    connections += 1;
+    const connection = connections;
+    let mails = 0;
+    let ends = 0;
+    let inData = false;
+    let data = '';
+    socket.write('220 raw.test ESMTP\r\n');
+    socket.on('data', (chunk) => {
+      for (const line of chunk.toString('latin1').split('\r\n').slice(0, -1)) {
+        if (inData) {
+          if (line !== '.') {
+            data += `${line}\n`;
+            continue;
+          }
+          ends += 1;
+          if (drop({ connection, command: 'END', n: ends })) return void socket.destroy();
+          inData = false;
+          received.push(data);
+          data = '';
+          socket.write('250 queued\r\n');
+        } else if (/^EHLO/i.test(line)) socket.write('250-raw.test\r\n250 PIPELINING\r\n');
+        else if (/^MAIL/i.test(line)) {
+          mails += 1;
+          if (drop({ connection, command: 'MAIL', n: mails })) return void socket.destroy();
+          socket.write('250 ok\r\n');
+        } else if (/^DATA/i.test(line)) {
+          inData = true;
+          socket.write('354 go on\r\n');
+        } else socket.write('250 ok\r\n');
+      }
+    });
+    socket.on('error', () => undefined);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  return { port: (server.address() as net.AddressInfo).port, received, connections: () => connections };
+}
+
 function relayTo(url: string, extra: Partial<Parameters<typeof createSmtpRelay>[0]> = {}): SmtpRelay {
   const relay = createSmtpRelay({ url, poolSize: 2, timeoutMs: 5_000, logger, ...extra });
   cleanups.push(() => relay.close());
@@ -205,45 +254,13 @@ describe('SMTP relay client', () => {
   it('sends again over a new connection when a reused one turns out dropped before the message was written', async () => {
     // A relay that drops a connection, without a word, at its second transaction: as a relay restarted meanwhile
     // looks from a pooled connection whose close has not arrived yet.
-    let connections = 0;
-    const received: string[] = [];
-    const relayServer = net.createServer((socket) => {
-      connections += 1;
-      let transactions = 0;
-      let inData = false;
-      let data = '';
-      socket.write('220 raw.test ESMTP\r\n');
-      socket.on('data', (chunk) => {
-        for (const line of chunk.toString('latin1').split('\r\n').slice(0, -1)) {
-          if (inData) {
-            if (line === '.') {
-              inData = false;
-              received.push(data);
-              data = '';
-              socket.write('250 queued\r\n');
-            } else data += `${line}\n`;
-          } else if (/^EHLO/i.test(line)) socket.write('250-raw.test\r\n250 PIPELINING\r\n');
-          else if (/^MAIL/i.test(line)) {
-            transactions += 1;
-            if (transactions === 2) return void socket.destroy();
-            socket.write('250 ok\r\n');
-          } else if (/^RCPT/i.test(line)) socket.write('250 ok\r\n');
-          else if (/^DATA/i.test(line)) {
-            inData = true;
-            socket.write('354 go on\r\n');
-          } else socket.write('250 ok\r\n');
-        }
-      });
-      socket.on('error', () => undefined);
-    });
-    await new Promise<void>((resolve) => relayServer.listen(0, '127.0.0.1', resolve));
-    cleanups.push(() => new Promise<void>((resolve) => relayServer.close(() => resolve())));
-    const relay = relayTo(`smtp://127.0.0.1:${(relayServer.address() as net.AddressInfo).port}`, { poolSize: 1 });
+    const raw = await startRawRelay(({ command, n }) => command === 'MAIL' && n === 2);
+    const relay = relayTo(`smtp://127.0.0.1:${raw.port}`, { poolSize: 1 });
     expect(await relay.send(message(1))).toMatchObject({ kind: 'accepted' });
     expect(await relay.send(message(2))).toMatchObject({ kind: 'accepted' });
-    expect(connections).toBe(2);
-    expect(received).toHaveLength(2);
-    expect(received[1]).toMatch(/Subject: m2/);
+    expect(raw.connections()).toBe(2);
+    expect(raw.received).toHaveLength(2);
+    expect(raw.received[1]).toMatch(/Subject: m2/);
   });
 
   it('hands a busy connection the next transaction: its commands leave with the message before it, each message once in its envelope', async () => {
@@ -283,43 +300,15 @@ describe('SMTP relay client', () => {
   it('when the relay drops the connection after a message, that one is transient and the one pipelined behind it goes again', async () => {
     // A relay that, on its first connection, closes without a word once it has the first message (with the next
     // transaction's commands behind it).
-    let connections = 0;
-    const received: string[] = [];
-    const relayServer = net.createServer((socket) => {
-      connections += 1;
-      const first = connections === 1;
-      let inData = false;
-      let data = '';
-      socket.write('220 raw.test ESMTP\r\n');
-      socket.on('data', (chunk) => {
-        for (const line of chunk.toString('latin1').split('\r\n').slice(0, -1)) {
-          if (inData) {
-            if (line === '.') {
-              if (first) return void socket.destroy();
-              inData = false;
-              received.push(data);
-              data = '';
-              socket.write('250 queued\r\n');
-            } else data += `${line}\n`;
-          } else if (/^EHLO/i.test(line)) socket.write('250-raw.test\r\n250 PIPELINING\r\n');
-          else if (/^DATA/i.test(line)) {
-            inData = true;
-            socket.write('354 go on\r\n');
-          } else socket.write('250 ok\r\n');
-        }
-      });
-      socket.on('error', () => undefined);
-    });
-    await new Promise<void>((resolve) => relayServer.listen(0, '127.0.0.1', resolve));
-    cleanups.push(() => new Promise<void>((resolve) => relayServer.close(() => resolve())));
-    const relay = relayTo(`smtp://127.0.0.1:${(relayServer.address() as net.AddressInfo).port}`, { poolSize: 1 });
+    const raw = await startRawRelay(({ connection, command }) => connection === 1 && command === 'END');
+    const relay = relayTo(`smtp://127.0.0.1:${raw.port}`, { poolSize: 1 });
     const [one, two] = await Promise.all([relay.send(message(1)), relay.send(message(2))]);
     // The first may have been taken: the send queue retries it later. The second had not been written.
     expect(one).toMatchObject({ kind: 'transient' });
     expect(two).toMatchObject({ kind: 'accepted' });
-    expect(connections).toBe(2);
-    expect(received).toHaveLength(1);
-    expect(received[0]).toMatch(/Subject: m2/);
+    expect(raw.connections()).toBe(2);
+    expect(raw.received).toHaveLength(1);
+    expect(raw.received[0]).toMatch(/Subject: m2/);
   });
 
   it('gives up within the timeout on a relay that never answers, and on one that is not there', async () => {
