@@ -38,8 +38,8 @@ export interface SmtpRelayOptions {
 
 /**
  * A pool of SMTP connections to SMTP_URL. Each send takes a free connection, opening it when there is none, or
- * shares a busy one with a relay that pipelines (see `poolSize`), or waits for one; a connection carries at most `maxMessagesPerConnection` messages and is closed after
- * `idleMs` unused. Delivery status notifications are requested for success, failure and delay where the relay
+ * shares a busy one with a relay that pipelines (see `poolSize`), or waits for one; a connection carries at most
+ * `maxMessagesPerConnection` messages and is closed after `idleMs` unused. Delivery status notifications are requested for success, failure and delay where the relay
  * supports DSN (RFC 3461), so reports come back to the VERP address and tell what happened downstream.
  *
  * A reused connection the relay dropped meanwhile fails before any byte of the message is written; that send
@@ -82,6 +82,13 @@ export function createSmtpRelay(opts: SmtpRelayOptions): SmtpRelay {
       if (closed) throw new SmtpConnectionError('SMTP relay closed');
       let shared: SmtpConnection | undefined;
       for (const [connection, { load, handed }] of pool) {
+        if (!connection.usable && load === 0) {
+          // Closed by the relay while idle: it makes room for a new one.
+          pool.delete(connection);
+          clearTimeout(connection.idleTimer);
+          connection.close();
+          continue;
+        }
         if (!connection.usable || handed >= maxMessages) continue;
         if (load === 0) return take(connection);
         if (load === 1 && connection.pipelining) shared ??= connection;
@@ -116,6 +123,7 @@ export function createSmtpRelay(opts: SmtpRelayOptions): SmtpRelay {
           if (pool.get(connection)?.load !== 0) return;
           pool.delete(connection);
           connection.close();
+          waiters.shift()?.();
         }, idleMs);
         connection.idleTimer.unref();
       }

@@ -243,7 +243,8 @@ describe('SMTP relay client', () => {
 
   it('replaces a pooled connection the relay closed meanwhile without failing the send', async () => {
     const peer = await startServer({ socketTimeout: 300 });
-    const relay = relayTo(`smtp://127.0.0.1:${peer.port}`);
+    // One connection: the closed one must make room for its replacement.
+    const relay = relayTo(`smtp://127.0.0.1:${peer.port}`, { poolSize: 1, timeoutMs: 2_000 });
     expect(await relay.send(message(1))).toMatchObject({ kind: 'accepted' });
     // The server drops the idle connection after 300 ms.
     await new Promise((r) => setTimeout(r, 800));
