@@ -432,16 +432,26 @@ async function warmUpSend({ seconds, load, mailDir, signal, drainMs }) {
   const cpu = cpuBetween(cpuBefore, platformCpuSeconds(), accepted);
   cpu.coresBusy = round(cpu.totalSeconds / seconds, 2);
   const t0 = performance.now();
+  await drainSink({ mailDir, before: sinkBefore, want: accepted, stallMs: 5000, limitMs: drainMs, pollMs: 500, signal });
+  return { ...r, cpu, drainS: round((performance.now() - t0) / 1000, 1) };
+}
+
+/**
+ * Waits until `want` messages have arrived in the sink since it held `before`, or nothing arrived for `stallMs`, or
+ * `limitMs` passed since `since`: `{delivered, drainedMs}`, drainedMs counted from `since` and null when not all came.
+ */
+async function drainSink({ mailDir, before, want, stallMs, limitMs = Infinity, pollMs, since = performance.now(), signal }) {
   let delivered = -1;
-  let lastChange = t0;
-  while (!signal.aborted && performance.now() - lastChange < 5000 && performance.now() - t0 < drainMs) {
-    const now = (await sinkCount(mailDir)) - sinkBefore;
-    if (now >= accepted) break;
+  let lastChange = performance.now();
+  while (!signal.aborted) {
+    const now = (await sinkCount(mailDir)) - before;
+    if (now >= want) return { delivered: now, drainedMs: performance.now() - since };
     if (now !== delivered) lastChange = performance.now();
     delivered = now;
-    await sleep(500);
+    if (performance.now() - lastChange >= stallMs || performance.now() - since >= limitMs) break;
+    await sleep(pollMs);
   }
-  return { ...r, cpu, drainS: round((performance.now() - t0) / 1000, 1) };
+  return { delivered: Math.max(0, delivered), drainedMs: null };
 }
 
 function cannon(resources, opts) {
@@ -542,31 +552,13 @@ async function sendPath({ gw, token, session, platform, params, resources, signa
   cpu.coresBusy = round(cpu.totalSeconds / params.durationS, 2);
   const sinkAtLoadEnd = (await sinkCount(mailDir)) - sinkBefore;
   // Drain: until every accepted email is in the sink, or nothing arrived for 5 s, or the limit.
-  let delivered = sinkAtLoadEnd;
-  let lastChange = performance.now();
-  let drainedMs = null;
-  while (!signal.aborted && performance.now() - loadEnd < DRAIN_LIMIT_MS) {
-    if (delivered >= r.ok2xx) {
-      drainedMs = performance.now() - loadEnd;
-      break;
-    }
-    if (performance.now() - lastChange > 5000) break;
-    await sleep(250);
-    const now = (await sinkCount(mailDir)) - sinkBefore;
-    if (now !== delivered) lastChange = performance.now();
-    delivered = now;
-  }
+  const { delivered, drainedMs } = await drainSink({
+    mailDir, before: sinkBefore, want: r.ok2xx, stallMs: 5000, limitMs: DRAIN_LIMIT_MS, pollMs: 250, since: loadEnd, signal,
+  });
   // Until every accepted email is in the sink or nothing arrived for stallMs: {delivered, waitedS}.
   const waitForBacklog = async (stallMs) => {
     const t0 = performance.now();
-    let last = delivered;
-    let lastChange = performance.now();
-    while (!signal.aborted && last < r.ok2xx && performance.now() - lastChange < stallMs) {
-      await sleep(1000);
-      const now = (await sinkCount(mailDir)) - sinkBefore;
-      if (now !== last) lastChange = performance.now();
-      last = now;
-    }
+    const { delivered: last } = await drainSink({ mailDir, before: sinkBefore, want: r.ok2xx, stallMs, pollMs: 1000, signal });
     if (last < r.ok2xx) say(`${r.ok2xx - last} send-path emails not in the sink before the campaign`);
     return { delivered: last, waitedS: round((performance.now() - t0) / 1000, 1) };
   };

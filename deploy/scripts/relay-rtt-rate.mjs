@@ -3,8 +3,8 @@
 // is the limit (a relay in another data centre, or a provider's submission endpoint).
 //   node deploy/scripts/relay-rtt-rate.mjs [messages=3000] [--rtt MS=20] [--pool N=5] [--concurrency N=16]
 // The relay here is the bench's counting SMTP server in this process (PIPELINING, every command answered, nothing
-// stored) with every reply leaving MS milliseconds after it is due, in order: a round trip of MS for each exchange. --concurrency
-// is how many sends are under way at once, as the send worker's SEND_CONCURRENCY; --pool is SMTP_POOL_SIZE.
+// stored) with every reply leaving MS milliseconds after it is due, in order: a round trip of MS for each exchange.
+// --concurrency is how many sends are under way at once, as the send worker's SEND_CONCURRENCY; --pool is SMTP_POOL_SIZE.
 // Prints one JSON line. Does not touch a running platform.
 import { performance } from 'node:perf_hooks';
 import { createLogger } from '@mailfleet/kit';

@@ -181,11 +181,6 @@ export class SmtpConnection {
     return this.failure === undefined && !this.closing && !this.closeWhenDone;
   }
 
-  /** Transactions handed over and not finished (a second one waits for the first's message to be written). */
-  get load(): number {
-    return this.active;
-  }
-
   /** The relay takes pipelined commands: a second transaction can be handed over while one is under way. */
   get pipelining(): boolean {
     return this.extensions.has('PIPELINING');
@@ -293,7 +288,10 @@ export class SmtpConnection {
     });
   }
 
-  /** Ends the session politely (QUIT) when it is healthy, once the transactions under way are over; the socket goes in any case. */
+  /**
+   * Ends the session politely (QUIT) when it is healthy, once the transactions under way are over; the socket goes in
+   * any case.
+   */
   close(): void {
     if (this.closing) return;
     if (this.active > 0 && this.failure === undefined) {

@@ -39,8 +39,9 @@ export interface SmtpRelayOptions {
 /**
  * A pool of SMTP connections to SMTP_URL. Each send takes a free connection, opening it when there is none, or
  * shares a busy one with a relay that pipelines (see `poolSize`), or waits for one; a connection carries at most
- * `maxMessagesPerConnection` messages and is closed after `idleMs` unused. Delivery status notifications are requested for success, failure and delay where the relay
- * supports DSN (RFC 3461), so reports come back to the VERP address and tell what happened downstream.
+ * `maxMessagesPerConnection` messages and is closed after `idleMs` unused. Delivery status notifications are
+ * requested for success, failure and delay where the relay supports DSN (RFC 3461), so reports come back to the VERP
+ * address and tell what happened downstream.
  *
  * A reused connection the relay dropped meanwhile fails before any byte of the message is written; that send
  * goes once more over a new connection. Once the message is written, a failure is reported (transient): the
