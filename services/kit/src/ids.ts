@@ -1,4 +1,4 @@
-import { randomFillSync } from 'node:crypto';
+import { createHash, randomFillSync } from 'node:crypto';
 
 const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
@@ -37,4 +37,24 @@ export function randomBase62(length: number): string {
 /** Opaque resource id with a readable prefix, e.g. `team_3kT9...` (22 base62 chars, ~131 bits). */
 export function newId(prefix: string): string {
   return `${prefix}_${randomBase62(22)}`;
+}
+
+/**
+ * An id of the same form as `newId`, derived from `parts` (SHA-256, its bytes drawn as `randomBase62` draws random
+ * ones): the same parts give the same id. For a resource that is looked up by its natural key, so the lookup is a
+ * read by `_id` (the one index the embedded FerretDB reads through).
+ */
+export function derivedId(prefix: string, ...parts: readonly string[]): string {
+  let digest = createHash('sha256').update(parts.join('\u0000'), 'utf8').digest();
+  let out = '';
+  let at = 0;
+  while (out.length < 22) {
+    if (at === digest.length) {
+      digest = createHash('sha256').update(digest).digest();
+      at = 0;
+    }
+    const b = digest[at++]!;
+    if (b < 248) out += ALPHABET[b % 62];
+  }
+  return `${prefix}_${out}`;
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { newId, randomBase62, randomHex } from '../../src/ids.js';
+import { derivedId, newId, randomBase62, randomHex } from '../../src/ids.js';
 
 describe('ids', () => {
   it('newId is the prefix, an underscore and 22 base62 characters', () => {
@@ -29,5 +29,17 @@ describe('ids', () => {
     expect(counts.size).toBe(62);
     // Expected 2,000 each; the standard deviation is about 44.
     for (const n of counts.values()) expect(Math.abs(n - 2_000)).toBeLessThan(400);
+  });
+
+  it('derivedId has the form of newId, the same for the same parts, different when any part differs', () => {
+    const id = derivedId('sup', 'team_1', 'a@example.com');
+    expect(id).toMatch(/^sup_[0-9A-Za-z]{22}$/);
+    expect(derivedId('sup', 'team_1', 'a@example.com')).toBe(id);
+    expect(derivedId('sup', 'team_2', 'a@example.com')).not.toBe(id);
+    expect(derivedId('sup', 'team_1', 'b@example.com')).not.toBe(id);
+    // Parts are kept apart: moving text from one part to the next is another id.
+    expect(derivedId('sup', 'team_1a', '@example.com')).not.toBe(derivedId('sup', 'team_1', 'a@example.com'));
+    const many = new Set(Array.from({ length: 10_000 }, (_, i) => derivedId('x', 'team', `u${i}@example.com`)));
+    expect(many.size).toBe(10_000);
   });
 });

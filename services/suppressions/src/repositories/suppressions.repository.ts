@@ -1,5 +1,5 @@
-import { BULK_CHUNK, isDuplicateKeyError, newId } from '@mailfleet/kit';
-import { MongoBulkWriteError, type AnyBulkWriteOperation, type Collection, type Db, type Filter, type UpdateFilter } from 'mongodb';
+import { BULK_CHUNK, derivedId, findByIds, insertManyIgnoringDuplicates, isDuplicateKeyError } from '@mailfleet/kit';
+import { MongoBulkWriteError, type AnyBulkWriteOperation, type Collection, type Db, type Document, type Filter, type UpdateFilter } from 'mongodb';
 import { escapeRegex, type SuppressionReason } from '../domain/suppressions.js';
 
 export interface SuppressionRecord {
@@ -14,6 +14,7 @@ export interface SuppressionRecord {
 }
 
 interface SuppressionDoc {
+  /** `suppressionId(teamId, email)`; entries written before it was derived have a random one until `migrateLegacy`. */
   _id: string;
   teamId: string;
   email: string;
@@ -40,9 +41,17 @@ export type AutomaticWrite =
 export interface SuppressionsRepository {
   ensureIndexes(): Promise<void>;
   /**
+   * Gives entries stored under a random id (before ids were derived, or written since by a replica of that older
+   * version) their derived one: a copy under it, then the old entry removed, so a crash in between leaves both
+   * and the next pass finishes. Where the derived entry exists already it wins (it is the newer write).
+   * Returns how many entries it moved.
+   */
+  migrateLegacy(): Promise<number>;
+  /**
    * Suppresses an address, or gives the existing entry the new reason and
-   * source (id and createdAt stay): one single-document write, and the unique
-   * (teamId, email) index keeps one entry per address even between replicas.
+   * source (id and createdAt stay): one single-document upsert by the id
+   * derived from the address, which also keeps one entry per address even
+   * between replicas.
    */
   upsert(input: { teamId: string; email: string; reason: SuppressionReason; source: string | undefined; now?: Date }): Promise<SuppressionRecord>;
   /**
@@ -56,7 +65,7 @@ export interface SuppressionsRepository {
   list(teamId: string, query: SuppressionQuery): Promise<{ items: SuppressionRecord[]; total: number }>;
   /** False when the team has no entry for the address. */
   remove(teamId: string, email: string): Promise<boolean>;
-  /** The entries of the given canonical addresses: one `$in` query on the unique index. */
+  /** The entries of the given canonical addresses: one `_id: {$in}` read of their derived ids. */
   findByEmails(teamId: string, emails: readonly string[]): Promise<SuppressionRecord[]>;
 }
 
@@ -64,31 +73,64 @@ function toRecord(d: SuppressionDoc): SuppressionRecord {
   return { id: d._id, teamId: d.teamId, email: d.email, reason: d.reason, source: d.source, createdAt: d.createdAt, updatedAt: d.updatedAt };
 }
 
+/**
+ * The id of a team's entry for a canonical address. Derived, so the send path's check is a read by `_id`: the
+ * embedded FerretDB reads no other index, and a `(teamId, email)` query scanned every entry of every team (35 ms
+ * per check at 10,000 entries, 167 ms at 50,000).
+ */
+export function suppressionId(teamId: string, email: string): string {
+  return derivedId('sup', teamId, email);
+}
+
 export function createSuppressionsRepository(db: Db): SuppressionsRepository {
   const col: Collection<SuppressionDoc> = db.collection<SuppressionDoc>('suppressions');
 
-  function upsertUpdate(input: { reason: SuppressionReason; source: string | undefined; now: Date }): UpdateFilter<SuppressionDoc> {
+  function upsertUpdate(input: { teamId: string; email: string; reason: SuppressionReason; source: string | undefined; now: Date }): UpdateFilter<SuppressionDoc> {
     return {
       $set: { reason: input.reason, updatedAt: input.now, ...(input.source !== undefined ? { source: input.source } : {}) },
-      $setOnInsert: { _id: newId('sup'), createdAt: input.now },
+      $setOnInsert: { teamId: input.teamId, email: input.email, createdAt: input.now },
       ...(input.source === undefined ? { $unset: { source: '' } } : {}),
     };
   }
 
   function automaticOp(w: AutomaticWrite): AnyBulkWriteOperation<SuppressionDoc> {
-    if (w.kind === 'lift') return { deleteOne: { filter: { teamId: w.teamId, email: w.email, reason: 'UNSUBSCRIBE', updatedAt: { $lte: w.at } } } };
-    return { updateOne: { filter: { teamId: w.teamId, email: w.email }, update: upsertUpdate({ reason: w.reason, source: w.source, now: w.at }), upsert: true } };
+    // A lift finds the entry by address, not by id: one a replica of the older version wrote is lifted too.
+    if (w.kind === 'lift') return { deleteMany: { filter: { teamId: w.teamId, email: w.email, reason: 'UNSUBSCRIBE', updatedAt: { $lte: w.at } } } };
+    return {
+      updateOne: {
+        filter: { _id: suppressionId(w.teamId, w.email) },
+        update: upsertUpdate({ teamId: w.teamId, email: w.email, reason: w.reason, source: w.source, now: w.at }),
+        upsert: true,
+      },
+    };
   }
 
   async function upsertOnce(input: { teamId: string; email: string; reason: SuppressionReason; source: string | undefined; now: Date }) {
-    return col.findOneAndUpdate({ teamId: input.teamId, email: input.email }, upsertUpdate(input), { upsert: true, returnDocument: 'after' });
+    return col.findOneAndUpdate({ _id: suppressionId(input.teamId, input.email) }, upsertUpdate(input), { upsert: true, returnDocument: 'after' });
   }
 
   return {
     async ensureIndexes() {
-      await col.createIndex({ teamId: 1, email: 1 }, { unique: true, name: 'team_email_unique' });
+      // The derived _id keeps one entry per address; the migration needs a copy and its original side by side.
+      await col.dropIndex('team_email_unique').catch((err: unknown) => {
+        if (!/index not found|ns not found|IndexNotFound|can't find index/i.test(String((err as Error).message))) throw err;
+      });
+      await col.createIndex({ teamId: 1, email: 1 }, { name: 'team_email' });
       await col.createIndex({ teamId: 1, createdAt: -1, _id: -1 }, { name: 'team_created' });
       await col.createIndex({ teamId: 1, reason: 1, createdAt: -1, _id: -1 }, { name: 'team_reason_created' });
+    },
+
+    async migrateLegacy() {
+      const legacy: string[] = [];
+      for await (const d of col.find({}, { projection: { _id: 1, teamId: 1, email: 1 } })) {
+        if (d._id !== suppressionId(d.teamId, d.email)) legacy.push(d._id);
+      }
+      for (let i = 0; i < legacy.length; i += BULK_CHUNK) {
+        const docs = await findByIds(col, legacy.slice(i, i + BULK_CHUNK));
+        await insertManyIgnoringDuplicates(col as unknown as Collection<Document>, docs.map((d) => ({ ...d, _id: suppressionId(d.teamId, d.email) })));
+        await col.deleteMany({ _id: { $in: docs.map((d) => d._id) } });
+      }
+      return legacy.length;
     },
 
     async upsert({ now = new Date(), ...input }) {
@@ -139,13 +181,14 @@ export function createSuppressionsRepository(db: Db): SuppressionsRepository {
     },
 
     async remove(teamId, email) {
-      const res = await col.deleteOne({ teamId, email });
-      return res.deletedCount === 1;
+      // By address, not by id, like a lift: a rare call, and it must not leave an entry of the older version behind.
+      const res = await col.deleteMany({ teamId, email });
+      return res.deletedCount > 0;
     },
 
     async findByEmails(teamId, emails) {
       if (emails.length === 0) return [];
-      return (await col.find({ teamId, email: { $in: [...emails] } }).toArray()).map(toRecord);
+      return (await findByIds(col, emails.map((e) => suppressionId(teamId, e)), { teamId })).map(toRecord);
     },
   };
 }

@@ -7,10 +7,11 @@ import {
 } from '@mailfleet/kit';
 import { suppressionsV1 } from '@mailfleet/proto';
 import { durablesIdle, isolatedNats, stopNats, testMongoUrl, uniqueDbName } from '@mailfleet/testkit';
-import { MongoClient } from 'mongodb';
+import { MongoClient, type Document } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadSuppressionsConfig } from '../../src/config.js';
 import { AUTO_SUPPRESSION_DURABLE } from '../../src/events/auto-suppression.consumer.js';
+import { createSuppressionsRepository, suppressionId } from '../../src/repositories/suppressions.repository.js';
 import { createSuppressionsServer } from '../../src/server.js';
 
 const R = suppressionsV1.SuppressionReason;
@@ -105,7 +106,7 @@ describe('the suppression list over gRPC', () => {
     expect((await client.call.checkSuppressed({ teamId: a, emails: ['shared@example.com'] })).suppressedEmails).toEqual(['shared@example.com']);
   });
 
-  it('holds one entry per address when many replicas add it at once (unique index)', async () => {
+  it('holds one entry per address when many replicas add it at once (one derived id)', async () => {
     const teamId = newTeam();
     const results = await Promise.all(Array.from({ length: 12 }, (_, i) =>
       client.call.addSuppression({ teamId, email: i % 2 ? 'race@example.com' : 'RACE@example.com', reason: R.SUPPRESSION_REASON_MANUAL, source: `s${i}` })));
@@ -177,11 +178,73 @@ describe('the suppression list over gRPC', () => {
     expect(await code(client.call.checkSuppressed({ teamId: '', emails: ['a@example.com'] }))).toBe('INVALID_ARGUMENT');
   });
 
-  it('looks addresses up through the unique (teamId, email) index', async () => {
+  it('reads a check\'s entries by their derived _id, not by a scan of (teamId, email)', async () => {
+    const teamId = newTeam();
+    await client.call.addSuppression({ teamId, email: 'kept@example.com', reason: R.SUPPRESSION_REASON_MANUAL });
+    const mongo = new MongoClient(testMongoUrl(), { monitorCommands: true });
+    const finds: Document[] = [];
+    mongo.on('commandStarted', (e) => {
+      if (e.commandName === 'find') finds.push(e.command);
+    });
+    try {
+      const repo = createSuppressionsRepository(mongo.db(dbName));
+      const found = await repo.findByEmails(teamId, ['kept@example.com', 'other@example.com']);
+      expect(found.map((f) => [f.id, f.email])).toEqual([[suppressionId(teamId, 'kept@example.com'), 'kept@example.com']]);
+      expect(finds).toHaveLength(1);
+      expect(finds[0]!['filter']).toEqual({
+        _id: { $in: [suppressionId(teamId, 'kept@example.com'), suppressionId(teamId, 'other@example.com')] }, teamId,
+      });
+    } finally {
+      await mongo.close();
+    }
+  });
+
+  it('moves entries stored under a random id to their derived one at start; a copy already there wins', async () => {
+    const teamId = newTeam();
     const mongo = new MongoClient(testMongoUrl());
     try {
-      const indexes = await mongo.db(dbName).collection('suppressions').indexes();
-      expect(indexes.find((i) => i.name === 'team_email_unique')).toMatchObject({ key: { teamId: 1, email: 1 }, unique: true });
+      const col = mongo.db(dbName).collection<{ _id: string } & Document>('suppressions');
+      const at = new Date('2026-01-02T03:04:05Z');
+      const legacy = (id: string, email: string, reason: string) => ({ _id: id, teamId, email, reason, source: 'old', createdAt: at, updatedAt: at });
+      // As the older version stored them; the last as a crash in the middle of a move leaves it: both copies.
+      await col.insertMany([
+        legacy('sup_legacyA', 'a@example.com', 'HARD_BOUNCE'),
+        legacy('sup_legacyB', 'b@example.com', 'COMPLAINT'),
+        legacy('sup_legacyC', 'c@example.com', 'MANUAL'),
+        { ...legacy(suppressionId(teamId, 'c@example.com'), 'c@example.com', 'UNSUBSCRIBE'), source: 'new' },
+      ]);
+      // Before the restart a check reads by derived id only, so the entries under random ids are not seen.
+      expect((await client.call.checkSuppressed({ teamId, emails: ['a@example.com'] })).suppressedEmails).toEqual([]);
+
+      await svc!.shutdown('restart');
+      svc = await startSuppressions();
+
+      const ids = (await col.find({ teamId }).toArray()).map((d) => d._id).sort();
+      expect(ids).toEqual(['a', 'b', 'c'].map((x) => suppressionId(teamId, `${x}@example.com`)).sort());
+      const check = await client.call.checkSuppressed({ teamId, emails: ['A@example.com', 'b@example.com', 'c@example.com', 'd@example.com'] });
+      expect(check.suppressedEmails).toEqual(['A@example.com', 'b@example.com', 'c@example.com']);
+      expect(check.suppressions.map((x) => [x.email, x.reason, x.source, new Date(x.createdAt as Date).toISOString()])).toEqual([
+        ['a@example.com', R.SUPPRESSION_REASON_HARD_BOUNCE, 'old', at.toISOString()],
+        ['b@example.com', R.SUPPRESSION_REASON_COMPLAINT, 'old', at.toISOString()],
+        ['c@example.com', R.SUPPRESSION_REASON_UNSUBSCRIBE, 'new', at.toISOString()],
+      ]);
+      expect((await list(teamId)).total).toBe(3);
+      expect(await code(client.call.removeSuppression({ teamId, email: 'b@example.com' }))).toBe('OK');
+      expect((await client.call.checkSuppressed({ teamId, emails: ['b@example.com'] })).suppressedEmails).toEqual([]);
+    } finally {
+      await mongo.close();
+    }
+  });
+
+  it('removes an entry a replica of the older version wrote under a random id, beside the derived one', async () => {
+    const teamId = newTeam();
+    await client.call.addSuppression({ teamId, email: 'both@example.com', reason: R.SUPPRESSION_REASON_MANUAL });
+    const mongo = new MongoClient(testMongoUrl());
+    try {
+      const col = mongo.db(dbName).collection<{ _id: string } & Document>('suppressions');
+      await col.insertOne({ _id: 'sup_olderReplica', teamId, email: 'both@example.com', reason: 'MANUAL', createdAt: new Date(), updatedAt: new Date() });
+      expect(await code(client.call.removeSuppression({ teamId, email: 'both@example.com' }))).toBe('OK');
+      expect(await col.countDocuments({ teamId })).toBe(0);
     } finally {
       await mongo.close();
     }

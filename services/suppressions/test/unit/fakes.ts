@@ -10,6 +10,9 @@ export function fakeSuppressions(): SuppressionsRepository & { all(): Suppressio
     writes: 0,
     all: () => [...rows.values()],
     async ensureIndexes() {},
+    async migrateLegacy() {
+      return 0;
+    },
     async upsert({ teamId, email, reason, source, now = new Date() }: Parameters<SuppressionsRepository['upsert']>[0]) {
       repo.writes++;
       const prev = rows.get(key(teamId, email));
