@@ -82,6 +82,7 @@ export async function runBench(params) {
 
     const sendTeam = await session.newTeam('bench-send');
     const eventTeam = await session.newTeam('bench-events');
+    if (params.only !== 'events' && params.only !== 'campaign') result.suppressionList = { send: await fillSuppressions({ gw, token: sendTeam.token, count: params.suppressions, signal }) };
 
     if (params.only === 'events') {
       // --only events: the event pipeline alone, on a platform with nothing else to do.
@@ -226,6 +227,24 @@ export async function runBench(params) {
  * followed until every contact's message is in the sink and the campaign is COMPLETED (or the stall/timeout limit).
  * Resolves to the report's section and, when it ran, a way to read the campaign again later.
  */
+/**
+ * Puts `count` addresses on a team's suppression list through POST /v1/suppressions (20 at a time), on a domain no
+ * phase sends to: a list of that size is then what each check of the team's sends looks through.
+ */
+async function fillSuppressions({ gw, token, count, signal }) {
+  if (count === 0) return undefined;
+  say(`suppression list: adding ${count} addresses no phase sends to`);
+  const t0 = performance.now();
+  await mapLimit(Array.from({ length: count }, (_, i) => i), 20, async (i) => {
+    if (signal.aborted) return;
+    const r = await api(gw, 'POST', '/v1/suppressions', { token, body: { email: `kept-away-${i}@suppressed.mailfleet-bench.test`, reason: 'MANUAL' } });
+    if (r.status !== 200) throw new Error(`POST /v1/suppressions answered ${r.status}: ${JSON.stringify(r.body)}`);
+  });
+  const seconds = round((performance.now() - t0) / 1000, 1);
+  say(`suppression list: ${count} addresses in ${seconds} s`);
+  return { entries: count, seconds };
+}
+
 async function campaignFanOut({ session, params, ops, nats, sendBacklog }) {
   const { gw, platform, signal } = session;
   const notAvailable = (reason) => {
@@ -237,6 +256,7 @@ async function campaignFanOut({ session, params, ops, nats, sendBacklog }) {
   if (probe.status !== 200) return notAvailable(`GET /v1/campaigns answers ${probe.status} ${JSON.stringify(probe.body)}`);
   const domain = await session.verifiedDomain(team.token, 'campaign');
   if (!domain.available) return notAvailable(domain.reason);
+  const suppressionList = await fillSuppressions({ gw, token: team.token, count: params.suppressions, signal });
   const { addresses } = campaignAddresses(params.campaignContacts, 'campaign');
   say(`campaign: storing ${params.campaignContacts} contacts (bulk, 1,000 per request)`);
   const book = await createBook({ gw, token: team.token, addresses, say, signal });
@@ -280,6 +300,7 @@ async function campaignFanOut({ session, params, ops, nats, sendBacklog }) {
   const section = {
     available: true, ...figures, batchSize: started.batchSize, batchWindowMinutes: started.batchWindowMinutes, bookSeconds: book.seconds, deliveredCounterAfterLastMessageS: countersS,
     sendPathBacklogAtStart: sendBacklog,
+    ...(suppressionList ? { suppressionList } : {}),
     cpu,
   };
 

@@ -14,6 +14,9 @@ const usage = `usage: npm run bench -- [options]
   --send-warmup S       seconds of the POST /v1/emails load before the measured one, then a wait for its emails to
                         reach the sink, so the send path's code is compiled when the measure starts; its figures
                         are printed beside it (default 20, 0: none)
+  --suppressions N      addresses on the suppression list of each sending team (the send and campaign teams) before
+                        its phase, none of them a recipient: every send checks its recipients against that list
+                        (default 0)
   --smtp-messages N     messages for the sink's raw accept rate (default 20000)
   --campaign-contacts N contacts of the campaign fan-out (default 10000, at most 100000)
   --campaign-timeout S  longest wait for the campaign to reach the sink (default 3600)
@@ -40,6 +43,7 @@ const { values, integer, say } = parseCommandLine({
     'event-duration': { type: 'string', default: '20' },
     'event-warmup': { type: 'string', default: '10' },
     'send-warmup': { type: 'string', default: '20' },
+    suppressions: { type: 'string', default: '0' },
     'smtp-messages': { type: 'string', default: '20000' },
     'campaign-contacts': { type: 'string', default: '10000' },
     'campaign-timeout': { type: 'string', default: '3600' },
@@ -59,6 +63,7 @@ const params = {
   eventDurationS: positive('event-duration', 3600),
   eventWarmupS: integer('event-warmup', 0, 3600),
   sendWarmupS: integer('send-warmup', 0, 3600),
+  suppressions: integer('suppressions', 0, 1_000_000),
   smtpMessages: positive('smtp-messages', 1_000_000),
   campaignContacts: positive('campaign-contacts', 100_000),
   campaignTimeoutS: positive('campaign-timeout', 86_400),
