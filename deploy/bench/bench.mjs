@@ -222,12 +222,6 @@ export async function runBench(params) {
 }
 
 /**
- * A campaign to a book of params.campaignContacts through the public API: a team, a verified domain, the book
- * filled with the bulk endpoint, then POST /v1/campaigns with sendNow, batchSize 100,000 and the smallest window the API allows,
- * followed until every contact's message is in the sink and the campaign is COMPLETED (or the stall/timeout limit).
- * Resolves to the report's section and, when it ran, a way to read the campaign again later.
- */
-/**
  * Puts `count` addresses on a team's suppression list through POST /v1/suppressions (20 at a time), on a domain no
  * phase sends to: a list of that size is then what each check of the team's sends looks through.
  */
@@ -245,6 +239,12 @@ async function fillSuppressions({ gw, token, count, signal }) {
   return { entries: count, seconds };
 }
 
+/**
+ * A campaign to a book of params.campaignContacts through the public API: a team, a verified domain, the book
+ * filled with the bulk endpoint, then POST /v1/campaigns with sendNow, batchSize 100,000 and the smallest window the API allows,
+ * followed until every contact's message is in the sink and the campaign is COMPLETED (or the stall/timeout limit).
+ * Resolves to the report's section and, when it ran, a way to read the campaign again later.
+ */
 async function campaignFanOut({ session, params, ops, nats, sendBacklog }) {
   const { gw, platform, signal } = session;
   const notAvailable = (reason) => {
