@@ -24,14 +24,19 @@ export function randomHex(bytes: number): string {
   return out;
 }
 
-/** Base62 text of `length` random characters (rejection sampling: no modulo bias). */
-export function randomBase62(length: number): string {
+/** Base62 text of `length` characters drawn from `nextByte` (rejection sampling: no modulo bias). */
+function base62(length: number, nextByte: () => number): string {
   let out = '';
   while (out.length < length) {
-    const b = randomByte();
+    const b = nextByte();
     if (b < 248) out += ALPHABET[b % 62];
   }
   return out;
+}
+
+/** Base62 text of `length` random characters. */
+export function randomBase62(length: number): string {
+  return base62(length, randomByte);
 }
 
 /** Opaque resource id with a readable prefix, e.g. `team_3kT9...` (22 base62 chars, ~131 bits). */
@@ -46,15 +51,12 @@ export function newId(prefix: string): string {
  */
 export function derivedId(prefix: string, ...parts: readonly string[]): string {
   let digest = createHash('sha256').update(parts.join('\u0000'), 'utf8').digest();
-  let out = '';
   let at = 0;
-  while (out.length < 22) {
+  return `${prefix}_${base62(22, () => {
     if (at === digest.length) {
       digest = createHash('sha256').update(digest).digest();
       at = 0;
     }
-    const b = digest[at++]!;
-    if (b < 248) out += ALPHABET[b % 62];
-  }
-  return `${prefix}_${out}`;
+    return digest[at++]!;
+  })}`;
 }

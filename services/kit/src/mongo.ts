@@ -86,6 +86,23 @@ export async function insertManyIgnoringDuplicates(col: Collection<Document>, do
 }
 
 /**
+ * Moves documents to new `_id`s (a change of key layout): copies under the new ids first, one already there
+ * being kept, then the originals deleted. A crash in between leaves both, and the next pass ends the same way, as
+ * do two movers at once.
+ */
+export async function moveToNewIds<D extends { _id: unknown }>(col: Collection<D>, docs: readonly D[], idOf: (d: D) => D['_id']): Promise<void> {
+  if (docs.length === 0) return;
+  await insertManyIgnoringDuplicates(col as unknown as Collection<Document>, docs.map((d) => ({ ...d, _id: idOf(d) })));
+  await col.deleteMany({ _id: { $in: docs.map((d) => d._id) } } as Filter<D>);
+}
+
+/** Drops those of the named indexes that exist (a retired layout's); a missing collection has none. */
+export async function dropIndexesIfPresent<D extends Document>(col: Collection<D>, names: readonly string[]): Promise<void> {
+  const existing = new Set((await col.listIndexes().toArray().catch(() => [])).map((i) => String(i['name'])));
+  for (const name of names) if (existing.has(name)) await col.dropIndex(name);
+}
+
+/**
  * FerretDB v1 hangs on an update command carrying more than about 55 statements (measured:
  * 55 fine, 60 stuck for good, taking the database's writes with it). Bulk writes therefore
  * go in chunks small enough for it; MongoDB is indifferent to the difference.

@@ -1,4 +1,4 @@
-import { insertManyIgnoringDuplicates, isDuplicateKeyError, isFerretDb } from '@mailfleet/kit';
+import { dropIndexesIfPresent, insertManyIgnoringDuplicates, isDuplicateKeyError, isFerretDb, moveToNewIds } from '@mailfleet/kit';
 import type { Collection, Db, Document, Filter } from 'mongodb';
 import { emailSummaryOf, type EmailFact, type EmailStatus, type EmailSummary } from '../domain/events.js';
 
@@ -116,8 +116,7 @@ export function createFeedRepository(db: Db): FeedRepository {
     for (;;) {
       const old = await col.find({ _id: { $not: /\|/ } }).limit(MIGRATE_BATCH).toArray();
       if (old.length === 0) break;
-      await insertNew(old.map((d) => ({ ...d, _id: feedKey(d.teamId, d.createdAt, d._id) })));
-      await col.deleteMany({ _id: { $in: old.map((d) => d._id) } });
+      await moveToNewIds(col, old, (d) => feedKey(d.teamId, d.createdAt, d._id));
     }
     await marks.updateOne({ _id: LAYOUT_MARK }, { $setOnInsert: { at: new Date() } }, { upsert: true });
   }
@@ -129,8 +128,7 @@ export function createFeedRepository(db: Db): FeedRepository {
       // its own for that: one whose first key is _id is built on the unescaped _id text (deploy/ferretdb/patches.json;
       // `{_id: -1}` alone is refused). MongoDB would only pay for a redundant index on every insert, so it gets none.
       if (await isFerretDb(db)) await col.createIndex({ _id: -1, teamId: 1 }, { name: 'key_order' });
-      const existing = new Set((await col.listIndexes().toArray().catch(() => [])).map((i) => String(i.name)));
-      for (const name of RETIRED_INDEXES) if (existing.has(name)) await col.dropIndex(name);
+      await dropIndexesIfPresent(col, RETIRED_INDEXES);
       await migrate();
     },
 

@@ -1,5 +1,5 @@
-import { BULK_CHUNK, derivedId, findByIds, insertManyIgnoringDuplicates, isDuplicateKeyError } from '@mailfleet/kit';
-import { MongoBulkWriteError, type AnyBulkWriteOperation, type Collection, type Db, type Document, type Filter, type UpdateFilter } from 'mongodb';
+import { BULK_CHUNK, derivedId, dropIndexesIfPresent, findByIds, isDuplicateKeyError, moveToNewIds } from '@mailfleet/kit';
+import { MongoBulkWriteError, type AnyBulkWriteOperation, type Collection, type Db, type Filter, type UpdateFilter } from 'mongodb';
 import { escapeRegex, type SuppressionReason } from '../domain/suppressions.js';
 
 export interface SuppressionRecord {
@@ -112,9 +112,7 @@ export function createSuppressionsRepository(db: Db): SuppressionsRepository {
   return {
     async ensureIndexes() {
       // The derived _id keeps one entry per address; the migration needs a copy and its original side by side.
-      await col.dropIndex('team_email_unique').catch((err: unknown) => {
-        if (!/index not found|ns not found|IndexNotFound|can't find index/i.test(String((err as Error).message))) throw err;
-      });
+      await dropIndexesIfPresent(col, ['team_email_unique']);
       await col.createIndex({ teamId: 1, email: 1 }, { name: 'team_email' });
       await col.createIndex({ teamId: 1, createdAt: -1, _id: -1 }, { name: 'team_created' });
       await col.createIndex({ teamId: 1, reason: 1, createdAt: -1, _id: -1 }, { name: 'team_reason_created' });
@@ -126,9 +124,7 @@ export function createSuppressionsRepository(db: Db): SuppressionsRepository {
         if (d._id !== suppressionId(d.teamId, d.email)) legacy.push(d._id);
       }
       for (let i = 0; i < legacy.length; i += BULK_CHUNK) {
-        const docs = await findByIds(col, legacy.slice(i, i + BULK_CHUNK));
-        await insertManyIgnoringDuplicates(col as unknown as Collection<Document>, docs.map((d) => ({ ...d, _id: suppressionId(d.teamId, d.email) })));
-        await col.deleteMany({ _id: { $in: docs.map((d) => d._id) } });
+        await moveToNewIds(col, await findByIds(col, legacy.slice(i, i + BULK_CHUNK)), (d) => suppressionId(d.teamId, d.email));
       }
       return legacy.length;
     },
