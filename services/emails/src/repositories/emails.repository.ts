@@ -313,6 +313,16 @@ function toRecord(d: EmailDoc): EmailRecord {
   };
 }
 
+/**
+ * Whether this process will soon write the email again from the record it just wrote: while the email waits to
+ * be sent (the send starts from it), and once sent, until its delivery report (which comes within seconds).
+ * Past that, the next write (an open, a click, a complaint, a late report) is rare and reads the email, so the
+ * record is not kept: a campaign's delivered emails would otherwise stay in memory until `recent` is full.
+ */
+export function expectsWriteSoon(r: Pick<EmailRecord, 'sendState' | 'latestStatus'>): boolean {
+  return r.sendState === 'PENDING' || r.latestStatus === 'SENT';
+}
+
 export function factsOf(e: Pick<EmailRecord, 'id' | 'from' | 'toAddresses' | 'subject' | 'domainId' | 'campaignId' | 'contactId' | 'templateId' | 'metadata'>): EmailFacts {
   return {
     id: e.id, from: e.from, toAddresses: e.toAddresses, subject: e.subject, domainId: e.domainId,
@@ -418,7 +428,8 @@ export function createEmailsRepository(db: Db, hooks: EmailsRepositoryHooks = {}
   }
 
   function written(w: PlannedWrite): MutateResult {
-    recent.put(w.record);
+    if (expectsWriteSoon(w.record)) recent.put(w.record);
+    else recent.forget(w.record.id);
     if (w.dropped.length > 0) hooks.onDropped?.(w.record.id, w.dropped);
     if (w.events.length > 0) hooks.onWritten?.(w.record.id, w.outbox);
     return { applied: true, record: w.record, events: w.events };

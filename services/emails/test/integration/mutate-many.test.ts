@@ -1,6 +1,7 @@
 import { connectMongo, outboxEventType, type MongoHandle } from '@mailfleet/kit';
 import { testMongoUrl, uniqueDbName } from '@mailfleet/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createRecentEmails } from '../../src/repositories/recent-emails.js';
 import { createEmailsRepository, type EmailRecord, type EmailsRepository, type Mutation, type NewEmail } from '../../src/repositories/emails.repository.js';
 
 // The bulk compare-and-set on FerretDB: every statement of the bulk is still conditioned on its email's
@@ -159,5 +160,24 @@ describe('insertMany beside the caller\'s own write', () => {
     const doc = email();
     await expect(repo.insertMany([doc], { after: Promise.reject(new Error('queue down')) })).rejects.toThrow('queue down');
     expect(await repo.getById(doc.id)).toBeUndefined();
+  });
+});
+
+describe('what the repository keeps of its writes', () => {
+  it('keeps an email\'s record while it waits to be sent or for its report, and lets it go once delivered', async () => {
+    const recent = createRecentEmails();
+    const kept = createEmailsRepository(mongo.db, {}, recent);
+    const doc = email();
+    await kept.insertMany([doc]);
+    expect(recent.get(doc.id)?.latestStatus).toBe('QUEUED');
+    const [initial] = await kept.getManyById([doc.id]);
+    await kept.mutateMany([{ initial: initial!, fn: send }]);
+    expect(recent.get(doc.id)?.latestStatus).toBe('SENT');
+    expect((await kept.mutate(doc.id, deliveredReport('kept-r1')))?.applied).toBe(true);
+    expect(recent.get(doc.id)).toBeUndefined();
+    // The next write reads the email: a second report of the same key changes nothing.
+    expect((await kept.mutate(doc.id, deliveredReport('kept-r1')))?.applied).toBe(false);
+    const [stored] = await kept.getManyById([doc.id]);
+    expect(stored!.events.map((ev) => ev.status)).toEqual(['QUEUED', 'SENT', 'DELIVERED']);
   });
 });
