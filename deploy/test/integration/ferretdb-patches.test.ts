@@ -30,6 +30,14 @@ describe('the patched FerretDB module', () => {
     expect(out).not.toMatch(/--- FAIL/);
   }, 300_000);
 
+  it('looks a string up in a set of a long $in list of strings, with the results of comparing value by value', async () => {
+    const out = await testPatchedFerretDb(['-v', '-run', 'TestInSet', './internal/handler/common/']);
+    for (const name of ['MatchesComparisons', 'KeepsListsApart', 'LeavesOtherListsToComparisons', 'DecidesTheFilter']) {
+      expect(out).toMatch(new RegExp(`--- PASS: TestInSet${name} `));
+    }
+    expect(out).not.toMatch(/--- FAIL/);
+  }, 300_000);
+
   it('looks documents up by _id through ferretdb_id as ->\'_id\' would, and rebuilds an earlier build\'s _id index when it opens a database', async () => {
     // FerretDB's TestIndexesCreateDrop is left out: it asserts upstream's index SQL, which these patches change on purpose.
     const out = await testPatchedFerretDb(['-v', '-run', 'TestIDFunction|TestIDIndex|TestCreate|TestDropSameStress|TestCapped|TestDatabaseStats|TestPrepare|TestCollectionsStats', './internal/backends/sqlite/metadata/', './internal/backends/sqlite/']);
