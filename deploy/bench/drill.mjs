@@ -96,7 +96,7 @@ export async function runDrill(params) {
       stallMs: params.drainS * 1000, timeoutMs: params.timeoutS * 1000, signal, say,
     });
     const faults = await (async () => {
-      // The first fault lands once mail is flowing (or after 2 minutes without any).
+      // The first fault lands --interval seconds after mail starts flowing (or after 2 minutes without any).
       const waitStart = Date.now();
       while (!signal.aborted && follow.state.distinct === 0 && Date.now() - waitStart < 120_000) await sleep(250);
       const out = [];
@@ -313,7 +313,7 @@ function render(r) {
   rows.push(['load average (1/5/15 min)', `${r.machine.loadAverageAtStart.join(' ')} at start, ${r.machine.loadAverageAtEnd.join(' ')} at end`]);
   const c = r.campaign;
   rows.push(['campaign', `${fmt(c.contacts)} contacts; ${fmt(c.inSink)} in the sink, last after ${fmt(c.lastMessageS)} s (${fmt(c.perMinute)}/min); COMPLETED ${c.completedS === null ? 'never' : `after ${fmt(c.completedS)} s`}; ${c.outcome}`]);
-  rows.push([`Faults (times from the campaign's start; ${r.parameters.intervalS} s after the last one is back, the first once mail flows, ${r.parameters.downS} s down)`]);
+  rows.push([`Faults (times from the campaign's start; ${r.parameters.intervalS} s after the last one is back, the first that long after mail flows, ${r.parameters.downS} s down)`]);
   for (const f of r.faults) {
     rows.push([f.name, `${f.how} at +${fmt(f.atS)} s (${fmt(f.inSinkBefore)} in the sink): ${f.ok ? `back after ${fmt(f.backAfterS)} s` : `FAILED ${f.error}`}`]);
   }

@@ -7,8 +7,8 @@ import { parseCommandLine, prepareUnlessSkipped } from '../bench/cli.mjs';
 
 const usage = `usage: npm run drill -- [options]
   --contacts N      contacts of the campaign (default 5000)
-  --interval S      seconds between one fault's process being back and the next fault, the first once mail reaches
-                    the sink (default 2)
+  --interval S      seconds between one fault's process being back and the next fault, the first that long after
+                    mail reaches the sink (default 2)
   --down S          seconds a killed process stays down before it is started again (default 2)
   --faults LIST     comma-separated order of the faults (default ${TARGETS.join(',')})
   --drain S         how long to wait for each stage: no new mail (stall), final statuses, webhook arrivals (default 180)
