@@ -6,6 +6,21 @@ describe('ids', () => {
     expect(newId('em')).toMatch(/^em_[0-9A-Za-z]{22}$/);
   });
 
+  it('newId sorts by creation time: its first 8 characters are the milliseconds, the other 14 random', () => {
+    const t = Date.UTC(2026, 10, 28, 12, 0, 0, 0);
+    const a = newId('em', t);
+    const b = newId('em', t + 1);
+    const c = newId('em', t + 62 ** 3);
+    expect(a < b && b < c).toBe(true);
+    expect(a.slice(0, 11)).toBe(newId('em', t).slice(0, 11));
+    expect(a.slice(11)).not.toBe(newId('em', t).slice(11));
+    // Made one after another, they come out in order whatever their random part.
+    const made: string[] = [];
+    for (let i = 0; i < 200; i++) made.push(newId('x', t + i * 7));
+    expect([...made].sort()).toEqual(made);
+    expect(newId('x', 0)).toMatch(/^x_0{8}[0-9A-Za-z]{14}$/);
+  });
+
   it('gives the length asked for, and no two alike across many refills of the random pool', () => {
     expect(randomBase62(0)).toBe('');
     expect(randomBase62(1)).toMatch(/^[0-9A-Za-z]$/);
