@@ -1,5 +1,5 @@
 import { status } from '@grpc/grpc-js';
-import { canonicalAddress, createGrpcClient, encodeBookCursor, isServiceError, type Logger, type ServiceMetrics } from '@mailfleet/kit';
+import { bookCursorAfter, canonicalAddress, createGrpcClient, decodeBookCursor, encodeBookCursor, isServiceError, type Logger, type ServiceMetrics } from '@mailfleet/kit';
 import { contactsV1, domainsV1, emailsV1, suppressionsV1 } from '@mailfleet/proto';
 
 /** One subscribed contact of a book, as the sender renders it. */
@@ -77,10 +77,12 @@ export function createUpstreams(opts: {
     },
     async bookContacts(teamId, contactBookId, cursor, limit) {
       const r = await contacts.call.listBookContacts({ teamId, contactBookId, cursor: cursor ?? undefined, limit });
+      // Each contact's cursor is in the page's own order: the order of the cursor it was asked with.
+      const asked = cursor ? decodeBookCursor(cursor) : undefined;
       return {
         contacts: r.contacts.map((c) => ({
           id: c.id, email: c.email, firstName: c.firstName, lastName: c.lastName, properties: c.properties,
-          cursor: encodeBookCursor({ createdAt: c.createdAt ?? new Date(0), id: c.id }),
+          cursor: encodeBookCursor(bookCursorAfter(asked, c.id, c.createdAt ?? new Date(0))),
         })),
         nextCursor: r.nextCursor,
       };

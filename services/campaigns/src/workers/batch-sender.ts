@@ -10,10 +10,7 @@ import type { CampaignsRepository, SendingState } from '../repositories/campaign
 /** Emails per SendBatch call (the emails service's batch limit). */
 export const CHUNK_SIZE = 100;
 const COUNT_PAGE = 5000;
-/**
- * Contacts read ahead per page of the book (the contacts service's limit). On FerretDB every page
- * is a scan of the whole contacts collection, so one page serves fifty chunks instead of one.
- */
+/** Contacts read ahead per page of the book (the contacts service's limit): one read serves fifty chunks. */
 const READ_AHEAD = 5000;
 /** Contacts read longer ago than this are read again: an unsubscribe meanwhile is honoured. */
 const READ_AHEAD_MAX_AGE_MS = 30_000;

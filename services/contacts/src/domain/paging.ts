@@ -34,7 +34,7 @@ export function pageWindow(page: number, limit: number, defaults: { limit: numbe
 }
 
 /** The book cursor lives in the kit: the campaigns sender makes one after any contact of a page. */
-export { decodeBookCursor as decodeCursor, encodeBookCursor as encodeCursor, type BookCursor } from '@mailfleet/kit';
+export { bookCursorAfter, decodeBookCursor as decodeCursor, encodeBookCursor as encodeCursor, type BookCursor } from '@mailfleet/kit';
 
 /** Comma-separated query values (`emails`, `ids`) as a list: trimmed, empty ones dropped, duplicates removed. */
 export function distinctValues(values: readonly string[]): string[] {

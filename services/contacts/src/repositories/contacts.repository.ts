@@ -1,5 +1,5 @@
 import {
-  BULK_CHUNK, ConflictError, createEvent, ensureOutboxIndex, isDuplicateKeyError, newId, NOT_DELETED, outboxEntries, withOutbox,
+  BULK_CHUNK, ConflictError, createEvent, ensureOutboxIndex, isDuplicateKeyError, isFerretDb, newId, NOT_DELETED, outboxEntries, withOutbox,
   AlreadyExistsError, type OutboxDoc,
 } from '@mailfleet/kit';
 import { MongoBulkWriteError, type AnyBulkWriteOperation, type BulkWriteResult, type Collection, type Db, type Document, type Filter, type UpdateFilter } from 'mongodb';
@@ -78,7 +78,7 @@ export interface ContactsRepository {
   /** A live contact by id anywhere in the team (unsubscribe links carry no book). */
   getInTeam(teamId: string, id: string): Promise<Contact | undefined>;
   list(teamId: string, contactBookId: string, q: { emails: readonly string[]; ids: readonly string[]; skip: number; limit: number }): Promise<Contact[]>;
-  /** Subscribed contacts after the cursor in creation order. */
+  /** Subscribed contacts after the cursor, in its order (see BookCursor): id order without one. */
   pageSubscribed(teamId: string, contactBookId: string, after: BookCursor | undefined, limit: number): Promise<Contact[]>;
   /** Live contacts per book of the team. */
   countByBook(teamId: string): Promise<Map<string, number>>;
@@ -248,6 +248,10 @@ export function createContactsRepository(db: Db): ContactsRepository {
     async ensureIndexes() {
       await col.createIndex({ contactBookId: 1, emailKey: 1 }, { unique: true, name: 'book_email_unique' });
       await col.createIndex({ contactBookId: 1, createdAt: 1, _id: 1 }, { name: 'book_created' });
+      // A campaign's pages of a book, in _id order (pageSubscribed). On the embedded FerretDB only an index whose
+      // first key is _id is read for that (built on the unescaped _id text: deploy/ferretdb/patches.json).
+      await col.createIndex({ contactBookId: 1, _id: 1 }, { name: 'book_id' });
+      if (await isFerretDb(db)) await col.createIndex({ _id: 1, contactBookId: 1 }, { name: 'id_order' });
       await col.createIndex({ teamId: 1, emailKey: 1 }, { name: 'team_email' });
       await col.createIndex({ teamId: 1, subscribed: 1, unsubscribedAt: -1 }, { name: 'team_unsubscribed' });
       // Also indexes _deletedAt, which the relay's tombstone purge queries every pass.
@@ -276,9 +280,14 @@ export function createContactsRepository(db: Db): ContactsRepository {
 
     async pageSubscribed(teamId, contactBookId, after, limit) {
       const filter: Filter<ContactDoc> = { teamId, contactBookId, subscribed: true, ...NOT_DELETED };
-      if (after) filter.$or = [{ createdAt: { $gt: after.createdAt } }, { createdAt: after.createdAt, _id: { $gt: after.id } }];
-      const docs = await col.find(filter).sort({ createdAt: 1, _id: 1 }).limit(limit).toArray();
-      return docs.map(toRecord);
+      if (after?.createdAt) {
+        filter.$or = [{ createdAt: { $gt: after.createdAt } }, { createdAt: after.createdAt, _id: { $gt: after.id } }];
+        return (await col.find(filter).sort({ createdAt: 1, _id: 1 }).limit(limit).toArray()).map(toRecord);
+      }
+      // A range of _id in _id order: served by the _id index on both stores (the first page's bound takes every
+      // id, all of which are strings).
+      filter._id = after ? { $gt: after.id } : { $gte: '' };
+      return (await col.find(filter).sort({ _id: 1 }).limit(limit).toArray()).map(toRecord);
     },
 
     async countByBook(teamId) {

@@ -8,7 +8,7 @@ import {
 } from '../domain/contact.js';
 import { emailKey, normaliseEmail } from '../domain/email.js';
 import {
-  BOOK_PAGE_DEFAULT_LIMIT, BOOK_PAGE_MAX_LIMIT, CONTACTS_DEFAULT_LIMIT, CONTACTS_MAX_LIMIT, decodeCursor, distinctValues, encodeCursor,
+  BOOK_PAGE_DEFAULT_LIMIT, BOOK_PAGE_MAX_LIMIT, bookCursorAfter, CONTACTS_DEFAULT_LIMIT, CONTACTS_MAX_LIMIT, decodeCursor, distinctValues, encodeCursor,
   MAX_FILTER_VALUES, pageWindow, UNSUBSCRIBES_DEFAULT_LIMIT, UNSUBSCRIBES_MAX_LIMIT,
 } from '../domain/paging.js';
 import type { ContactBooksRepository } from '../repositories/contact-books.repository.js';
@@ -222,7 +222,7 @@ export function createContactsHandlers(deps: ContactsRpcDeps): UnaryHandlers<con
       const last = items[items.length - 1];
       return {
         contacts: items.map(contactToProto),
-        nextCursor: page.length > window.limit && last ? encodeCursor({ createdAt: last.createdAt, id: last.id }) : undefined,
+        nextCursor: page.length > window.limit && last ? encodeCursor(bookCursorAfter(after, last.id, last.createdAt)) : undefined,
       };
     },
   };

@@ -2,7 +2,7 @@ import { status, type ServiceError } from '@grpc/grpc-js';
 import { DeliverPolicy, jetstream, type ConsumerMessages } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import {
-  createEvent, createGrpcClient, createLogger, decodeEvent, encodeEvent, EVENT_STREAM, newId, startService, subjectFor,
+  createEvent, createGrpcClient, createLogger, decodeBookCursor, decodeEvent, encodeBookCursor, encodeEvent, EVENT_STREAM, newId, startService, subjectFor,
   type EventEnvelope, type RunningService, type UpstreamClient,
 } from '@mailfleet/kit';
 import { contactsV1 } from '@mailfleet/proto';
@@ -379,5 +379,29 @@ describe('campaign paging', () => {
     expect((await page(p1.nextCursor)).contacts.map((c) => c.id)).toEqual(p2.contacts.map((c) => c.id));
     expect(await code(page('forged'))).toBe('INVALID_ARGUMENT');
     expect(await code(contacts.call.listBookContacts({ teamId, contactBookId: bookId, limit: 5001 }))).toBe('INVALID_ARGUMENT');
+  });
+
+  it('pages in id order, and a cursor in creation order (held by a campaign started before) still goes on in creation order', async () => {
+    const { teamId, bookId } = await newBook();
+    const made = [];
+    for (const name of ['a', 'b', 'c', 'd']) made.push(await addContact(teamId, bookId, `${name}@example.com`));
+    const ids = made.map((c) => c.id);
+    expect([...ids].sort()).toEqual(ids);
+    // Creation times the other way round (as contacts of an installation whose ids were random could have):
+    // d is the oldest, a the newest.
+    const base = Date.UTC(2026, 0, 1);
+    for (const [i, c] of made.entries()) await db.collection('contacts').updateOne({ _id: c.id as never }, { $set: { createdAt: new Date(base + (4 - i) * 60_000) } });
+    const page = (cursor?: string) => contacts.call.listBookContacts({ teamId, contactBookId: bookId, cursor, limit: 2 });
+    const first = await page();
+    expect(first.contacts.map((c) => c.id)).toEqual(ids.slice(0, 2));
+    expect(decodeBookCursor(first.nextCursor!)).toEqual({ id: ids[1] });
+    const second = await page(first.nextCursor);
+    expect(second.contacts.map((c) => c.id)).toEqual(ids.slice(2));
+    expect(second.nextCursor).toBeUndefined();
+    // After d in creation order come c, b, then a; the next cursor keeps that order.
+    const legacy = await page(encodeBookCursor({ createdAt: new Date(base + 60_000), id: ids[3]! }));
+    expect(legacy.contacts.map((c) => c.id)).toEqual([ids[2], ids[1]]);
+    expect(decodeBookCursor(legacy.nextCursor!)).toEqual({ createdAt: new Date(base + 3 * 60_000), id: ids[1] });
+    expect((await page(legacy.nextCursor)).contacts.map((c) => c.id)).toEqual([ids[0]]);
   });
 });
