@@ -84,6 +84,16 @@ export function createEmailsHandlers(deps: EmailsRpcDeps): UnaryHandlers<emailsV
     if (!(await deps.emails.messageIdOf(teamId, id, domainId || undefined))) throw new NotFoundError('Email not found');
   }
 
+  /**
+   * Why a change found the email's queue entry held by a worker: an email that worker has finished (its entry
+   * goes shortly after the outcome is written) can no longer be changed at all; any other is being sent.
+   */
+  async function whyBusy(teamId: string, id: string, what: 'rescheduled' | 'cancelled'): Promise<Error> {
+    const e = await deps.emails.getById(id);
+    return (e && e.teamId === teamId ? notChangeable(e, what) : undefined)
+      ?? new ConflictError(`Email ${id} is being sent right now; it can no longer be ${what}`);
+  }
+
   return {
     async sendEmail(req) {
       if (!req.email) throw new InvalidArgumentError('email is required');
@@ -151,7 +161,7 @@ export function createEmailsHandlers(deps: EmailsRpcDeps): UnaryHandlers<emailsV
           ? { set: { scheduledAt: when, nextAttemptAt: due } }
           : { set: { nextAttemptAt: due }, unset: ['scheduledAt'] };
       }, { teamId, now }));
-      if (locked.busy) throw new ConflictError(`Email ${id} is being sent right now; it can no longer be rescheduled`);
+      if (locked.busy) throw await whyBusy(teamId, id, 'rescheduled');
       if (!locked.result) throw new NotFoundError('Email not found');
       if (!when || when <= now()) deps.onDue?.();
       return { emailId: id };
@@ -171,7 +181,7 @@ export function createEmailsHandlers(deps: EmailsRpcDeps): UnaryHandlers<emailsV
           events: [{ status: 'CANCELLED' }],
         };
       }, { teamId, now }));
-      if (locked.busy) throw new ConflictError(`Email ${id} is being sent right now; it can no longer be cancelled`);
+      if (locked.busy) throw await whyBusy(teamId, id, 'cancelled');
       if (!locked.result) throw new NotFoundError('Email not found');
       return { emailId: id };
     },

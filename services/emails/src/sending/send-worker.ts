@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { createGroupCommit, randomBase62, type Logger } from '@mailfleet/kit';
+import { createGroupCommit, ID_IN_CHUNK, randomBase62, type Logger } from '@mailfleet/kit';
 import type { IdentitySource, SuppressionChecker } from '../clients/upstreams.js';
 import type { SmtpRelay } from '../clients/smtp.js';
 import { domainOf } from '../domain/addresses.js';
@@ -25,6 +25,8 @@ export interface SendWorkerOptions {
   readonly batchSize?: number;
   /** How long the relay's first answer waits for others to share its bulk write. */
   readonly outcomeLingerMs?: number;
+  /** How long the queue entry of a finished email waits for others to share its delete. */
+  readonly removalLingerMs?: number;
   readonly pollMs: number;
   /**
    * While emails handed over by local accepts keep the worker busy, how often it still scans the queue (for
@@ -93,6 +95,8 @@ interface Lease {
 
 /** Statements per bulk write (see the outcomes' group commit). */
 const MAX_BULK = 25;
+/** Default of `removalLingerMs`. */
+export const REMOVAL_LINGER_MS = 250;
 
 /** An outcome waiting for its bulk write: the email as the worker knew it and the change to make. */
 interface OutcomeItem {
@@ -273,15 +277,34 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
     });
   }
 
+  /**
+   * The entries of finished emails, removed together: one delete of up to ID_IN_CHUNK ids rather than one per bulk
+   * of relay answers. Waiting costs nothing: the entry of a finished email is a stale pointer, which the lease this
+   * worker holds keeps others off meanwhile, and which any worker that claims it later (after a crash) finds done
+   * and removes. `stop` writes what waits.
+   */
+  const removals = createGroupCommit<string, undefined>({
+    maxItems: ID_IN_CHUNK,
+    maxDelayMs: opts.removalLingerMs ?? REMOVAL_LINGER_MS,
+    flush: async (ids) => {
+      await opts.queue.removeMany(ids);
+      return ids.map(() => undefined);
+    },
+  });
+
   /** After changes: each entry follows its email (next due time, the attempt count kept), or goes once it is done. Best effort: a stale entry only makes a worker look at the email again. */
   async function settleQueue(records: readonly EmailRecord[]): Promise<void> {
     const at = now();
     const done = records.filter((r) => r.sendState !== 'PENDING').map((r) => r.id);
     const waiting = records.filter((r) => r.sendState === 'PENDING').map((r) => ({ emailId: r.id, due: r.nextAttemptAt ?? at }));
+    if (done.length > 0) {
+      Promise.all(done.map((id) => removals.submit(id)))
+        .catch((err: unknown) => opts.logger.warn({ err, count: done.length }, 'could not remove send queue entries of finished emails; a worker will when it next looks'));
+    }
     try {
-      await Promise.all([opts.queue.removeMany(done), opts.queue.rescheduleMany(waiting)]);
+      await opts.queue.rescheduleMany(waiting);
     } catch (err) {
-      opts.logger.warn({ err, count: records.length }, 'could not update send queue entries; a worker will fix them when it next looks');
+      opts.logger.warn({ err, count: waiting.length }, 'could not update send queue entries; a worker will fix them when it next looks');
     }
   }
 
@@ -610,6 +633,7 @@ export function createSendWorker(opts: SendWorkerOptions): SendWorker {
       wakeAll();
       await Promise.all(loops);
       await outcomes.drain();
+      await removals.drain();
       loops = [];
       clearInterval(handoffTimer);
       // Handed over but not started: given back (free, due now, the attempt uncounted) for any worker to claim.
