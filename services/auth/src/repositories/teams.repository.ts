@@ -1,4 +1,4 @@
-import { isDuplicateKeyError, newId } from '@mailfleet/kit';
+import { isDuplicateKeyError, newId, randomBase62 } from '@mailfleet/kit';
 import type { Collection, Db } from 'mongodb';
 import { PLAN_LIMITS, slugify, type PlanName } from '../domain/plans.js';
 import type { RateLimitFamily } from '../domain/rate-limits.js';
@@ -87,7 +87,7 @@ export function createTeamsRepository(db: Db): TeamsRepository {
       const limits = PLAN_LIMITS[plan];
       // The unique slug index settles races between replicas; on collision try a suffixed slug.
       for (let attempt = 0; attempt < 20; attempt++) {
-        const slug = attempt === 0 ? base : `${base}-${newId('x').slice(2, 8).toLowerCase()}`;
+        const slug = attempt === 0 ? base : `${base}-${randomBase62(6).toLowerCase()}`;
         const doc: TeamDoc = {
           _id: newId('team'), name, slug, plan, dailyEmailLimit: limits.dailyEmailLimit, monthlyEmailLimit: limits.monthlyEmailLimit,
           rateLimits: {}, memberIds: [ownerUserId], createdAt: now, updatedAt: now,
