@@ -284,8 +284,8 @@ export function createContactsRepository(db: Db): ContactsRepository {
         filter.$or = [{ createdAt: { $gt: after.createdAt } }, { createdAt: after.createdAt, _id: { $gt: after.id } }];
         return (await col.find(filter).sort({ createdAt: 1, _id: 1 }).limit(limit).toArray()).map(toRecord);
       }
-      // A range of _id in _id order: served by the _id index on both stores (the first page's bound takes every
-      // id, all of which are strings).
+      // A range of _id in _id order, read through book_id on MongoDB and id_order on FerretDB (see ensureIndexes);
+      // the first page's bound takes every id, all of which are strings.
       filter._id = after ? { $gt: after.id } : { $gte: '' };
       return (await col.find(filter).sort({ _id: 1 }).limit(limit).toArray()).map(toRecord);
     },

@@ -139,8 +139,10 @@ async function mapLimit<T>(items: readonly T[], limit: number, fn: (item: T) => 
  * written as soon as it comes, through a group commit: the answers that come
  * within a few milliseconds share one bulk write on `emails` (each still a
  * compare-and-set on the email's version, carrying the status, the stored
- * event and the outbox entry), then one write settles their queue entries.
- * Nothing else happens between the relay's 250 and that write. See README
+ * event and the outbox entry), then one write reschedules the entries of
+ * retries; the entries of finished emails are removed together, a few times a
+ * second (`removals`). Nothing else happens between the relay's 250 and the
+ * bulk write on `emails`. See README
  * "Exactly once" for the one window left.
  */
 export function createSendWorker(opts: SendWorkerOptions): SendWorker {
